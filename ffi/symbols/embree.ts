@@ -1,0 +1,46 @@
+/**
+ * Embree 3 and 4 entry points memlife binds, as data. Both majors share these signatures unless an
+ * entry says otherwise; `optional` entries exist in Embree 4 only.
+ */
+import type { SymbolTable } from "../types.ts";
+
+export const embreeSymbols = {
+  rtcNewDevice: { args: ["cstring"], returns: "ptr" }, // RTCDevice rtcNewDevice(const char *config)
+  rtcRetainDevice: { args: ["ptr"], returns: "void" }, // void rtcRetainDevice(RTCDevice)
+  rtcReleaseDevice: { args: ["ptr"], returns: "void" }, // void rtcReleaseDevice(RTCDevice)
+  rtcGetDeviceProperty: { args: ["ptr", "i32"], returns: "isize" }, // ssize_t rtcGetDeviceProperty(RTCDevice, enum RTCDeviceProperty)
+  rtcGetDeviceError: { args: ["ptr"], returns: "i32" }, // RTCError rtcGetDeviceError(RTCDevice)
+  rtcSetDeviceErrorFunction: { args: ["ptr", "fn", "usize"], returns: "void" }, // void (RTCDevice, RTCErrorFunction, void *userPtr)
+  rtcSetDeviceMemoryMonitorFunction: { args: ["ptr", "fn", "usize"], returns: "void" }, // void (RTCDevice, RTCMemoryMonitorFunction, void *userPtr)
+  rtcNewScene: { args: ["ptr"], returns: "ptr" }, // RTCScene rtcNewScene(RTCDevice)
+  rtcRetainScene: { args: ["ptr"], returns: "void" }, // void rtcRetainScene(RTCScene)
+  rtcReleaseScene: { args: ["ptr"], returns: "void", blocking: true }, // void rtcReleaseScene(RTCScene): frees build data, calling the monitor
+  rtcCommitScene: { args: ["ptr"], returns: "void", blocking: true }, // void rtcCommitScene(RTCScene): builds on TBB workers, which call the monitor
+  rtcSetSceneBuildQuality: { args: ["ptr", "i32"], returns: "void" }, // void (RTCScene, enum RTCBuildQuality)
+  rtcSetSceneFlags: { args: ["ptr", "i32"], returns: "void" }, // void (RTCScene, enum RTCSceneFlags)
+  rtcNewGeometry: { args: ["ptr", "i32"], returns: "ptr" }, // RTCGeometry rtcNewGeometry(RTCDevice, enum RTCGeometryType)
+  rtcReleaseGeometry: { args: ["ptr"], returns: "void" }, // void rtcReleaseGeometry(RTCGeometry)
+  rtcSetNewGeometryBuffer: {
+    args: ["ptr", "i32", "u32", "i32", "usize", "usize"], // RTCGeometry, enum RTCBufferType, unsigned slot, enum RTCFormat, size_t byteStride, size_t itemCount
+    returns: "ptr", // void *: Embree-owned memory (allocation reported to the monitor)
+  },
+  rtcSetSharedGeometryBuffer: {
+    args: ["ptr", "i32", "u32", "i32", "buffer", "usize", "usize", "usize"], // RTCGeometry, enum RTCBufferType, unsigned slot, enum RTCFormat, const void *ptr, size_t byteOffset, size_t byteStride, size_t itemCount
+    returns: "void",
+  },
+  rtcCommitGeometry: { args: ["ptr"], returns: "void" }, // void rtcCommitGeometry(RTCGeometry)
+  rtcAttachGeometry: { args: ["ptr", "ptr"], returns: "u32" }, // unsigned rtcAttachGeometry(RTCScene, RTCGeometry)
+  // Embree 3: void rtcIntersect1(RTCScene, struct RTCIntersectContext *, struct RTCRayHit *)
+  // Embree 4: void rtcIntersect1(RTCScene, struct RTCRayHit *, struct RTCIntersectArguments *)
+  rtcIntersect1: { args: ["ptr", "buffer", "buffer"], returns: "void" },
+  rtcGetErrorString: { args: ["i32"], returns: "ptr", optional: true }, // const char *rtcGetErrorString(RTCError): Embree 4
+  rtcGetDeviceLastErrorMessage: { args: ["ptr"], returns: "ptr", optional: true }, // const char *(RTCDevice): Embree 4
+} as const satisfies SymbolTable;
+
+/** Native callback signatures, one trampoline each for the whole process. */
+export const embreeCallbacks = {
+  // bool (*RTCMemoryMonitorFunction)(void *userPtr, ssize_t bytes, bool post): called from TBB workers, answer needed at once
+  memoryMonitor: { args: ["usize", "isize", "bool"], returns: "bool", delivery: "sync" },
+  // void (*RTCErrorFunction)(void *userPtr, enum RTCError code, const char *str): str valid only during the call
+  error: { args: ["usize", "i32", "ptr"], returns: "void", delivery: "sync" },
+} as const;

@@ -1,0 +1,115 @@
+/**
+ * OpenCL entry points memlife binds, as data. Each entry carries its C declaration.
+ * `optional`: absent before OpenCL 2.0 (SVM) or 1.2; used through `requireSymbol`, which says so.
+ * `blocking`: the call can wait on a thread that calls back into JS; an async binding exists too.
+ */
+import type { SymbolTable } from "../types.ts";
+
+export const openclSymbols = {
+  clGetPlatformIDs: {
+    args: ["u32", "buffer", "buffer"], // cl_uint num_entries, cl_platform_id *platforms, cl_uint *num_platforms
+    returns: "i32",
+  },
+  clGetPlatformInfo: {
+    args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_platform_id, cl_platform_info, size_t, void *value, size_t *size_ret
+    returns: "i32",
+  },
+  clGetDeviceIDs: {
+    args: ["ptr", "u64", "u32", "buffer", "buffer"], // cl_platform_id, cl_device_type, cl_uint num_entries, cl_device_id *devices, cl_uint *num_devices
+    returns: "i32",
+  },
+  clGetDeviceInfo: {
+    args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_device_id, cl_device_info, size_t, void *value, size_t *size_ret
+    returns: "i32",
+  },
+  clCreateContext: {
+    args: ["buffer", "u32", "buffer", "fn", "usize", "buffer"], // const cl_context_properties *, cl_uint num_devices, const cl_device_id *, void (*pfn_notify)(const char *, const void *, size_t, void *), void *user_data, cl_int *errcode_ret
+    returns: "ptr", // cl_context
+  },
+  clRetainContext: { args: ["ptr"], returns: "i32" }, // cl_context
+  clReleaseContext: { args: ["ptr"], returns: "i32", blocking: true }, // cl_context
+  clGetContextInfo: {
+    args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_context, cl_context_info, size_t, void *, size_t *
+    returns: "i32",
+  },
+  clCreateCommandQueue: {
+    args: ["ptr", "ptr", "u64", "buffer"], // cl_context, cl_device_id, cl_command_queue_properties, cl_int *errcode_ret
+    returns: "ptr", // cl_command_queue (deprecated in 2.0, the only form in 1.x)
+  },
+  clCreateCommandQueueWithProperties: {
+    args: ["ptr", "ptr", "buffer", "buffer"], // cl_context, cl_device_id, const cl_queue_properties *, cl_int *errcode_ret
+    returns: "ptr",
+    optional: true, // OpenCL 2.0
+  },
+  clRetainCommandQueue: { args: ["ptr"], returns: "i32" }, // cl_command_queue
+  clReleaseCommandQueue: { args: ["ptr"], returns: "i32", blocking: true }, // cl_command_queue (may finish the queue)
+  clGetCommandQueueInfo: {
+    args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_command_queue, cl_command_queue_info, size_t, void *, size_t *
+    returns: "i32",
+  },
+  clFlush: { args: ["ptr"], returns: "i32" }, // cl_command_queue
+  clFinish: { args: ["ptr"], returns: "i32", blocking: true }, // cl_command_queue
+  clCreateBuffer: {
+    args: ["ptr", "u64", "usize", "buffer", "buffer"], // cl_context, cl_mem_flags, size_t size, void *host_ptr, cl_int *errcode_ret
+    returns: "ptr", // cl_mem
+  },
+  clRetainMemObject: { args: ["ptr"], returns: "i32" }, // cl_mem
+  clReleaseMemObject: { args: ["ptr"], returns: "i32", blocking: true }, // cl_mem (a driver may run destructor callbacks on another thread)
+  clGetMemObjectInfo: {
+    args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_mem, cl_mem_info, size_t, void *, size_t *
+    returns: "i32",
+  },
+  clSetMemObjectDestructorCallback: {
+    args: ["ptr", "fn", "usize"], // cl_mem memobj, void (CL_CALLBACK *pfn_notify)(cl_mem, void *user_data), void *user_data
+    returns: "i32",
+  },
+  clEnqueueReadBuffer: {
+    args: ["ptr", "ptr", "u32", "usize", "usize", "buffer", "u32", "buffer", "buffer"], // cl_command_queue, cl_mem, cl_bool blocking_read, size_t offset, size_t size, void *ptr, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    blocking: true,
+  },
+  clEnqueueWriteBuffer: {
+    args: ["ptr", "ptr", "u32", "usize", "usize", "buffer", "u32", "buffer", "buffer"], // cl_command_queue, cl_mem, cl_bool blocking_write, size_t offset, size_t size, const void *ptr, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    blocking: true,
+  },
+  clEnqueueMarkerWithWaitList: {
+    args: ["ptr", "u32", "buffer", "buffer"], // cl_command_queue, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    optional: true, // OpenCL 1.2
+  },
+  clWaitForEvents: { args: ["u32", "buffer"], returns: "i32", blocking: true }, // cl_uint num_events, const cl_event *event_list
+  clGetEventInfo: {
+    args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_event, cl_event_info, size_t, void *, size_t *
+    returns: "i32",
+  },
+  clCreateUserEvent: { args: ["ptr", "buffer"], returns: "ptr" }, // cl_context, cl_int *errcode_ret
+  clSetUserEventStatus: { args: ["ptr", "i32"], returns: "i32" }, // cl_event, cl_int execution_status
+  clRetainEvent: { args: ["ptr"], returns: "i32" }, // cl_event
+  clReleaseEvent: { args: ["ptr"], returns: "i32" }, // cl_event
+  clSVMAlloc: {
+    args: ["ptr", "u64", "usize", "u32"], // cl_context, cl_svm_mem_flags, size_t size, cl_uint alignment
+    returns: "ptr", // void * (NULL on failure, no error code)
+    optional: true, // OpenCL 2.0
+  },
+  clSVMFree: { args: ["ptr", "ptr"], returns: "void", optional: true }, // cl_context, void *svm_pointer
+  clEnqueueSVMFree: {
+    args: ["ptr", "u32", "buffer", "fn", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_uint num_svm_pointers, void *svm_pointers[], void (CL_CALLBACK *pfn_free_func)(cl_command_queue, cl_uint, void *[], void *), void *user_data, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    optional: true, // OpenCL 2.0
+  },
+  clEnqueueSVMMemcpy: {
+    args: ["ptr", "u32", "ptr", "ptr", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_bool blocking_copy, void *dst_ptr, const void *src_ptr, size_t size, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    optional: true, // OpenCL 2.0
+    blocking: true,
+  },
+} as const satisfies SymbolTable;
+
+/** Native callback signatures, one trampoline each for the whole process. */
+export const openclCallbacks = {
+  // void (CL_CALLBACK *pfn_notify)(cl_mem memobj, void *user_data)
+  memDestructor: { args: ["ptr", "usize"], returns: "void", delivery: "event" },
+  // void (CL_CALLBACK *pfn_free_func)(cl_command_queue queue, cl_uint num_svm_pointers, void *svm_pointers[], void *user_data)
+  svmFree: { args: ["ptr", "u32", "ptr", "usize"], returns: "void", delivery: "event" },
+} as const;

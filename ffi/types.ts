@@ -1,0 +1,90 @@
+/**
+ * The contract between the runtime-neutral core (`src/`) and one backend per runtime
+ * (`ffi/bun.ts`, `ffi/deno.ts`, `ffi/node.ts`). Types and data only: importing this file
+ * loads no runtime module.
+ *
+ * Value conventions, the same on every backend:
+ * - `ptr`: an opaque {@link Pointer}; native NULL is `null` both ways.
+ * - 64-bit integers (`i64 u64 isize usize`): accept `number | bigint`; come back as `number`
+ *   when the value is a safe integer, else `bigint`.
+ * - `buffer` (arguments only): an ArrayBufferView (or `null`); the callee sees the view's first
+ *   byte, no copy, for the duration of the call.
+ * - `cstring` (arguments only): a JS string passed as a NUL-terminated UTF-8 copy.
+ * - `fn` (arguments only): a {@link Callback} from `Backend.callback`, or `null`.
+ * - `user_data`-style arguments are declared `usize`, not `ptr`: the core passes small integer
+ *   ids there (the C ABI passes both identically), so no pointer object is made per call.
+ */
+
+/** An opaque native pointer. Each backend keeps its own representation; never inspect it. */
+export type Pointer = { readonly __memlifePointer: never };
+
+export type NativeType =
+  | "void" | "bool" | "i32" | "u32" | "i64" | "u64" | "isize" | "usize" | "f32" | "f64"
+  | "ptr" | "buffer" | "cstring" | "fn";
+
+export interface SymbolDef {
+  readonly args: readonly NativeType[];
+  readonly returns: NativeType;
+  /** A library version may lack it; the symbol is then `undefined` instead of failing the load. */
+  readonly optional?: boolean;
+  /** The call can wait on a thread that calls back into JS: the backend also binds it in `async`. */
+  readonly blocking?: boolean;
+}
+export type SymbolTable = Readonly<Record<string, SymbolDef>>;
+
+// deno-lint-ignore no-explicit-any
+export type NativeFunction = (...args: any[]) => any;
+
+export interface NativeLibrary<T extends SymbolTable> {
+  /** The path that was opened. */
+  readonly path: string;
+  /** Synchronous bindings; an absent optional symbol is `undefined`. */
+  readonly symbols: { readonly [K in keyof T]: NativeFunction };
+  /**
+   * Bindings for the entries marked `blocking`, run off the JS thread so that the JS thread stays
+   * free to answer callbacks while the call waits. Resolve with the return value.
+   */
+  readonly async: { readonly [K in keyof T]: (...args: unknown[]) => Promise<unknown> };
+}
+
+/**
+ * How a callback is delivered.
+ * - `event`: returns void. Native code may call it from any thread. On the JS thread it may run
+ *   synchronously inside the native call; from another thread it runs later on the JS thread and
+ *   the native caller waits as little as the runtime allows (the core defers user code itself).
+ * - `sync`: native code needs the return value, or needs the arguments to stay valid until JS has
+ *   read them. From another thread, the native caller blocks until JS on the JS thread returned.
+ *   The JS thread must therefore never block in a native call that waits on such a thread: use
+ *   `async` bindings for those.
+ */
+export type Delivery = "event" | "sync";
+
+export interface CallbackDef {
+  readonly args: readonly NativeType[];
+  readonly returns: "void" | "bool" | "i32" | "u32";
+  readonly delivery: Delivery;
+}
+
+/** A native function pointer made by a backend. It lives for the whole process and is never closed. */
+export type Callback = { readonly __memlifeCallback: never };
+
+export interface Backend {
+  readonly runtime: "bun" | "deno" | "node";
+  /**
+   * Open one library and bind its table. Throws (with the runtime's message) when the library
+   * cannot be opened or a non-optional symbol is missing.
+   */
+  open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T>;
+  /** Make a process-lifetime callback. Exceptions thrown by `fn` must be caught by the caller (the core). */
+  callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback;
+  /** Pointer to the first byte of a view. The view's memory must not move (call `view.buffer` first). */
+  pointerOf(view: ArrayBufferView): Pointer;
+  address(pointer: Pointer | null): bigint;
+  fromAddress(address: bigint): Pointer | null;
+  /** Native memory as an ArrayBuffer, no copy. The caller keeps the memory alive while it is used. */
+  arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer;
+  /** Read a NUL-terminated UTF-8 string. */
+  readCString(pointer: Pointer): string;
+  /** How many `async` calls are running now (the exit path of some runtimes depends on it). */
+  readonly asyncInFlight: number;
+}
