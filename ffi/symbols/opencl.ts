@@ -83,6 +83,10 @@ export const openclSymbols = {
     args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_event, cl_event_info, size_t, void *, size_t *
     returns: "i32",
   },
+  clSetEventCallback: {
+    args: ["ptr", "i32", "fn", "usize"], // cl_event, cl_int command_exec_callback_type, void (CL_CALLBACK *pfn_notify)(cl_event, cl_int event_command_status, void *user_data), void *user_data
+    returns: "i32",
+  },
   clCreateUserEvent: { args: ["ptr", "buffer"], returns: "ptr" }, // cl_context, cl_int *errcode_ret
   clSetUserEventStatus: { args: ["ptr", "i32"], returns: "i32" }, // cl_event, cl_int execution_status
   clRetainEvent: { args: ["ptr"], returns: "i32" }, // cl_event
@@ -112,4 +116,6 @@ export const openclCallbacks = {
   memDestructor: { args: ["ptr", "usize"], returns: "void", delivery: "event" },
   // void (CL_CALLBACK *pfn_free_func)(cl_command_queue queue, cl_uint num_svm_pointers, void *svm_pointers[], void *user_data)
   svmFree: { args: ["ptr", "u32", "ptr", "usize"], returns: "void", delivery: "event" },
+  // void (CL_CALLBACK *pfn_notify)(cl_event event, cl_int event_command_status, void *user_data)
+  eventStatus: { args: ["ptr", "i32", "usize"], returns: "void", delivery: "event" },
 } as const;

@@ -1,0 +1,280 @@
+/*
+ * Native helpers for ffi/bun.ts, compiled at run time by Bun's embedded TinyCC (`cc` from
+ * "bun:ffi"). Bun's FFI has two gaps this file fills:
+ *
+ * 1. No nonblocking calls. `async_submit` runs a native function on a pool thread and reports
+ *    completion through a threadsafe JSCallback, so the JS thread stays free to answer callbacks
+ *    (the Embree memory monitor, OpenCL event callbacks) while the call waits for them.
+ * 2. A threadsafe JSCallback loses its return value, and a plain one hangs the process when it is
+ *    called from another thread. The relay trampolines give native code a function pointer that
+ *    returns JS's answer on any thread: on the JS thread they call a plain JSCallback directly; on
+ *    any other thread they park the arguments in a request on the caller's stack, hand the request
+ *    to a threadsafe JSCallback and block until JS posts the answer with `relay_answer`.
+ *
+ * TinyCC has no <stdatomic.h>; everything shared between threads is guarded by pthread mutexes.
+ *
+ * Every native function we forward takes at most 9 integer/pointer arguments and returns an
+ * integer, a pointer or nothing. Under the x86-64 and AArch64 SysV ABIs such a function can be
+ * called through `uint64_t (*)(uint64_t x9)`: the extra arguments are ignored by the callee,
+ * and narrow arguments only need their low bits right, which passing the caller's register
+ * contents through untouched preserves.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* ---------------------------------------------------------------- value normalisation */
+
+/*
+ * Kinds of narrow values. A register holding an `int` or `bool` argument may carry garbage above
+ * the declared width; JavaScript reads the full 64 bits, so we clean them up first.
+ */
+#define KIND_U64 0  /* pointers, size_t, ssize_t, 64-bit integers: passed as is */
+#define KIND_I32 1  /* sign-extend the low 32 bits */
+#define KIND_U32 2  /* zero-extend the low 32 bits */
+#define KIND_BOOL 3 /* the low 8 bits, as 0 or 1 */
+#define KIND_VOID 4 /* no value: 0 */
+
+static uint64_t normalise(uint64_t v, int kind) {
+  switch (kind) {
+  case KIND_I32: return (uint64_t)(int64_t)(int32_t)(uint32_t)v;
+  case KIND_U32: return (uint64_t)(uint32_t)v;
+  case KIND_BOOL: return (v & 0xff) != 0;
+  case KIND_VOID: return 0;
+  default: return v;
+  }
+}
+
+/* ---------------------------------------------------------------- async calls */
+
+typedef uint64_t (*call9_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+                             uint64_t, uint64_t, uint64_t);
+/* Threadsafe JSCallback: (id, low 32 bits, high 32 bits). 32-bit halves, because a 64-bit value
+ * may need a BigInt, and nothing should be allocated on the JS heap from a foreign thread. */
+typedef void (*done_fn)(uint32_t, uint32_t, uint32_t);
+
+typedef struct job {
+  call9_fn fn;
+  uint64_t a[9];
+  uint32_t id;
+  struct job *next;
+} job;
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
+static job *queue_head, *queue_tail;
+static int queued;   /* jobs waiting for a thread */
+static int idle;     /* threads waiting for a job */
+static int threads;  /* pool threads alive */
+static done_fn on_done;
+
+static void *pool_main(void *unused) {
+  (void)unused;
+  for (;;) {
+    pthread_mutex_lock(&pool_mu);
+    idle++;
+    while (!queue_head) pthread_cond_wait(&pool_cv, &pool_mu);
+    idle--;
+    job *j = queue_head;
+    queue_head = j->next;
+    if (!queue_head) queue_tail = 0;
+    queued--;
+    pthread_mutex_unlock(&pool_mu);
+
+    uint64_t r = j->fn(j->a[0], j->a[1], j->a[2], j->a[3], j->a[4], j->a[5], j->a[6], j->a[7], j->a[8]);
+    uint32_t id = j->id;
+    free(j);
+    on_done(id, (uint32_t)r, (uint32_t)(r >> 32));
+  }
+  return 0;
+}
+
+/*
+ * The pool grows instead of queueing behind busy threads: an async call may wait for another one
+ * (a read waiting for an event that a later call completes), and a fixed pool would deadlock.
+ * Threads stay for the life of the process, so their number is the peak number of concurrent
+ * calls; they block in pthread_cond_wait and do not keep the process from exiting.
+ * Returns 0, or the pthread_create error.
+ */
+int async_submit(void *fn, uint32_t id, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+                 uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7, uint64_t a8) {
+  job *j = malloc(sizeof(job));
+  if (!j) return 12; /* ENOMEM */
+  j->fn = (call9_fn)fn;
+  j->a[0] = a0; j->a[1] = a1; j->a[2] = a2; j->a[3] = a3; j->a[4] = a4;
+  j->a[5] = a5; j->a[6] = a6; j->a[7] = a7; j->a[8] = a8;
+  j->id = id;
+  j->next = 0;
+
+  pthread_mutex_lock(&pool_mu);
+  if (queue_tail) queue_tail->next = j; else queue_head = j;
+  queue_tail = j;
+  queued++;
+  int err = 0;
+  if (idle >= queued) {
+    /* Every queued job has an idle thread that will take it. */
+    pthread_cond_signal(&pool_cv);
+  } else {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    err = pthread_create(&t, &attr, pool_main, 0);
+    pthread_attr_destroy(&attr);
+    if (err) {
+      /* Take the job back out: it is the tail, and nobody could have taken it. */
+      job **p = &queue_head;
+      while (*p != j) p = &(*p)->next;
+      *p = 0;
+      queue_tail = 0;
+      for (job *q = queue_head; q; q = q->next) queue_tail = q;
+      queued--;
+      free(j);
+    } else {
+      threads++;
+    }
+  }
+  pthread_mutex_unlock(&pool_mu);
+  return err;
+}
+
+int async_threads(void) {
+  pthread_mutex_lock(&pool_mu);
+  int n = threads;
+  pthread_mutex_unlock(&pool_mu);
+  return n;
+}
+
+/* ---------------------------------------------------------------- relay trampolines */
+
+#define RELAY_ARGS 6   /* integer arguments a trampoline forwards (all in registers on both ABIs) */
+#define RELAY_SLOTS 64 /* trampolines: one per `sync` callback made, for the life of the process */
+
+typedef uint64_t (*direct_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+/* `sync` slots. Threadsafe JSCallback: (request *). JS reads the arguments from the request and
+ * calls relay_answer. */
+typedef void (*notify_fn)(void *);
+/* `event` slots. Threadsafe JSCallback with the callback's own arguments: Bun copies them and
+ * the caller goes on at once. */
+typedef void (*post_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
+
+#define MODE_SYNC 0
+#define MODE_EVENT 1
+
+typedef struct {
+  direct_fn direct;
+  void *notify;
+  int mode;
+  int nargs;
+  int arg_kind[RELAY_ARGS];
+  int ret_kind;
+} relay_slot;
+
+/* Lives on the stack of the foreign thread, which is blocked until JS answered. */
+typedef struct {
+  uint64_t args[RELAY_ARGS]; /* offset 0: JS reads them with bun:ffi `read` */
+  uint64_t answer;
+  int done;
+  pthread_cond_t cond;
+} relay_request;
+
+static relay_slot slots[RELAY_SLOTS];
+static pthread_t js_thread;
+static pthread_mutex_t relay_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t direct_calls; /* only touched on the JS thread */
+static uint64_t relayed_calls; /* under relay_mu */
+
+static uint64_t relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
+                      uint64_t a5) {
+  relay_slot *s = &slots[n];
+  uint64_t raw[RELAY_ARGS] = {a0, a1, a2, a3, a4, a5};
+  relay_request r;
+  for (int i = 0; i < RELAY_ARGS; i++) r.args[i] = i < s->nargs ? normalise(raw[i], s->arg_kind[i]) : 0;
+
+  if (pthread_equal(pthread_self(), js_thread)) {
+    direct_calls++;
+    uint64_t v = s->direct(r.args[0], r.args[1], r.args[2], r.args[3], r.args[4], r.args[5]);
+    return normalise(v, s->ret_kind);
+  }
+
+  if (s->mode == MODE_EVENT) {
+    pthread_mutex_lock(&relay_mu);
+    relayed_calls++;
+    pthread_mutex_unlock(&relay_mu);
+    ((post_fn)s->notify)(r.args[0], r.args[1], r.args[2], r.args[3], r.args[4], r.args[5]);
+    return 0;
+  }
+
+  r.answer = 0;
+  r.done = 0;
+  pthread_cond_init(&r.cond, 0);
+  pthread_mutex_lock(&relay_mu);
+  relayed_calls++;
+  pthread_mutex_unlock(&relay_mu);
+  /* Queued on the JS thread's event loop; returns at once. */
+  ((notify_fn)s->notify)(&r);
+  pthread_mutex_lock(&relay_mu);
+  while (!r.done) pthread_cond_wait(&r.cond, &relay_mu);
+  uint64_t v = r.answer;
+  pthread_mutex_unlock(&relay_mu);
+  pthread_cond_destroy(&r.cond);
+  return normalise(v, s->ret_kind);
+}
+
+/* Called by JS (on the JS thread) with the answer to a relayed request. */
+void relay_answer(void *request, uint64_t value) {
+  relay_request *r = request;
+  pthread_mutex_lock(&relay_mu);
+  r->answer = value;
+  r->done = 1;
+  /* Signalled under the lock: the waiter cannot destroy the condition before we are done. */
+  pthread_cond_signal(&r->cond);
+  pthread_mutex_unlock(&relay_mu);
+}
+
+#define TRAMPOLINE(n)                                                                            \
+  static uint64_t trampoline_##n(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, \
+                                 uint64_t a5) {                                                   \
+    return relay(n, a0, a1, a2, a3, a4, a5);                                                      \
+  }
+#define TRAMPOLINES8(n)                                                                           \
+  TRAMPOLINE(n##0) TRAMPOLINE(n##1) TRAMPOLINE(n##2) TRAMPOLINE(n##3) TRAMPOLINE(n##4)            \
+  TRAMPOLINE(n##5) TRAMPOLINE(n##6) TRAMPOLINE(n##7)
+TRAMPOLINES8(0) TRAMPOLINES8(1) TRAMPOLINES8(2) TRAMPOLINES8(3)
+TRAMPOLINES8(4) TRAMPOLINES8(5) TRAMPOLINES8(6) TRAMPOLINES8(7)
+#define T8(n)                                                                                     \
+  trampoline_##n##0, trampoline_##n##1, trampoline_##n##2, trampoline_##n##3, trampoline_##n##4, \
+  trampoline_##n##5, trampoline_##n##6, trampoline_##n##7
+static void *const trampolines[RELAY_SLOTS] = {T8(0), T8(1), T8(2), T8(3), T8(4), T8(5), T8(6), T8(7)};
+
+/*
+ * Fill slot n and return its trampoline. `kinds` packs one KIND_* per argument, 4 bits each,
+ * argument 0 in the lowest bits. Called once per slot, before the pointer is handed out.
+ */
+void *relay_slot_init(int n, int mode, void *direct, void *notify, int nargs, uint32_t kinds,
+                      int ret_kind) {
+  if (n < 0 || n >= RELAY_SLOTS || nargs > RELAY_ARGS) return 0;
+  relay_slot *s = &slots[n];
+  s->mode = mode;
+  s->direct = (direct_fn)direct;
+  s->notify = notify;
+  s->nargs = nargs;
+  for (int i = 0; i < RELAY_ARGS; i++) s->arg_kind[i] = (kinds >> (4 * i)) & 0xf;
+  s->ret_kind = ret_kind;
+  return trampolines[n];
+}
+
+/* 0: calls answered directly on the JS thread; 1: calls relayed from other threads. */
+double relay_count(int which) {
+  if (which == 0) return (double)direct_calls;
+  pthread_mutex_lock(&relay_mu);
+  double n = (double)relayed_calls;
+  pthread_mutex_unlock(&relay_mu);
+  return n;
+}
+
+/* Called once, on the JS thread, before any trampoline or async call is used. */
+void memlife_init(void *done) {
+  js_thread = pthread_self();
+  on_done = (done_fn)done;
+}

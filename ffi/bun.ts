@@ -1,0 +1,443 @@
+/**
+ * The Bun backend, on `bun:ffi`.
+ *
+ * - Synchronous bindings are the raw `bun:ffi` functions, with no JS wrapper: Bun passes typed
+ *   arrays as pointers and encodes JS strings for `cstring` arguments itself, so the hot paths
+ *   (clCreateBuffer, clReleaseMemObject) cost what a plain `dlopen` costs.
+ * - Bun has no nonblocking FFI call. `async` bindings hand the call to a C thread pool
+ *   (ffi/bun-relay.c, compiled at run time by Bun's TinyCC), which reports completion through a
+ *   threadsafe JSCallback.
+ * - Callbacks go through C trampolines (same file) that call a plain JSCallback when native code
+ *   calls on the JS thread, and a threadsafe one otherwise: a plain JSCallback hangs the process
+ *   when called from another thread, and a threadsafe one runs later and loses its return value.
+ *   `sync` callbacks therefore park the foreign thread until JS has answered.
+ */
+import { CFunction, CString, cc, dlopen, JSCallback, ptr, read, toArrayBuffer } from "bun:ffi";
+import type { FFIFunction, FFITypeOrString, Library, Pointer as BunPointer } from "bun:ffi";
+import { fileURLToPath } from "node:url";
+import type {
+  Backend,
+  Callback,
+  CallbackDef,
+  NativeFunction,
+  NativeLibrary,
+  NativeType,
+  Pointer,
+  SymbolDef,
+  SymbolTable,
+} from "./types.ts";
+
+// ---------------------------------------------------------------------------- type mapping
+
+/**
+ * `*_fast` 64-bit types come back as a number when it is a safe integer, else a bigint, which is
+ * the contract's convention; as arguments they take both. `buffer` and `fn` are plain pointers:
+ * Bun accepts a TypedArray or DataView for a `ptr` argument (no copy) and a callback is its
+ * pointer number. Bun's own `cstring` argument type encodes a JS string as UTF-8 with a NUL for
+ * the duration of the call, so no wrapper is needed for it either.
+ */
+const BUN_TYPE: Record<NativeType, FFITypeOrString> = {
+  void: "void",
+  bool: "bool",
+  i32: "i32",
+  u32: "u32",
+  i64: "i64_fast",
+  u64: "u64_fast",
+  isize: "i64_fast",
+  usize: "u64_fast",
+  f32: "f32",
+  f64: "f64",
+  ptr: "ptr",
+  buffer: "ptr",
+  cstring: "cstring",
+  fn: "ptr",
+};
+
+function bunFunction(def: SymbolDef): FFIFunction {
+  return { args: def.args.map((t) => BUN_TYPE[t]), returns: BUN_TYPE[def.returns] };
+}
+
+// ---------------------------------------------------------------------------- native helpers
+
+/** Must match KIND_* in bun-relay.c: how C cleans up a narrow value held in a 64-bit register. */
+const KIND_U64 = 0;
+const KIND_I32 = 1;
+const KIND_U32 = 2;
+const KIND_BOOL = 3;
+const KIND_VOID = 4;
+const MODE_SYNC = 0;
+const MODE_EVENT = 1;
+/** Must match RELAY_ARGS, RELAY_SLOTS in bun-relay.c and the 9 arguments of async_submit. */
+const RELAY_ARGS = 6;
+const RELAY_SLOTS = 64;
+const ASYNC_ARGS = 9;
+
+function kindOf(t: NativeType, where: string): number {
+  switch (t) {
+    case "i32":
+      return KIND_I32;
+    case "u32":
+      return KIND_U32;
+    case "bool":
+      return KIND_BOOL;
+    case "void":
+      return KIND_VOID;
+    case "f32":
+    case "f64":
+      // Floating-point values travel in other registers than the generic word-sized forwarding
+      // in bun-relay.c uses; no memlife signature has one.
+      throw new TypeError(`bun backend: ${where}: floating-point values are not supported`);
+    default:
+      return KIND_U64;
+  }
+}
+
+const helperSymbols = {
+  memlife_init: { args: ["ptr"], returns: "void" },
+  async_submit: {
+    args: ["ptr", "u32", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64"],
+    returns: "i32",
+  },
+  async_threads: { args: [], returns: "i32" },
+  relay_slot_init: { args: ["i32", "i32", "ptr", "ptr", "i32", "u32", "i32"], returns: "ptr" },
+  relay_answer: { args: ["ptr", "u64_fast"], returns: "void" },
+  relay_count: { args: ["i32"], returns: "f64" },
+} as const satisfies Record<string, FFIFunction>;
+
+type Helpers = Library<typeof helperSymbols>["symbols"];
+
+interface PendingCall {
+  resolve(value: unknown): void;
+  returns: NativeType;
+  /** The call's arguments, so that buffers stay alive (and unmoved) until the call returns. */
+  keep: unknown[];
+}
+
+const pending = new Map<number, PendingCall>();
+let nextCallId = 1;
+let inFlight = 0;
+
+/**
+ * A threadsafe JSCallback does not keep Bun's event loop alive: with nothing else to do, the
+ * process exits (or an `await` at top level ends it) before a queued completion runs. A ref'd
+ * timer is held while async calls are in flight.
+ */
+let keepAlive: ReturnType<typeof setInterval> | undefined;
+
+/** Everything that must never be collected: native code may call these pointers until exit. */
+const immortal: unknown[] = [];
+
+let helpers: Helpers | undefined;
+
+/** Compiled on first use (~8 ms), on the thread that becomes "the JS thread" for the relays. */
+function native(): Helpers {
+  if (helpers) return helpers;
+  const lib = cc({
+    source: fileURLToPath(new URL("./bun-relay.c", import.meta.url)),
+    symbols: helperSymbols,
+  });
+  const done = new JSCallback(onAsyncDone, {
+    args: ["u32", "u32", "u32"],
+    returns: "void",
+    threadsafe: true,
+  });
+  immortal.push(lib, done);
+  lib.symbols.memlife_init(done.ptr);
+  keepAlive = setInterval(() => {}, 0x7fffffff);
+  keepAlive.unref();
+  helpers = lib.symbols;
+  return helpers;
+}
+
+const TWO32 = 2 ** 32;
+
+/** The native function returned a word, in two 32-bit halves: read it as the declared type. */
+function decode(t: NativeType, lo: number, hi: number): unknown {
+  switch (t) {
+    case "void":
+      return undefined;
+    case "bool":
+      return (lo & 0xff) !== 0;
+    case "i32":
+      return lo | 0;
+    case "u32":
+      return lo >>> 0;
+    case "ptr":
+    case "buffer":
+    case "fn":
+    case "cstring":
+      // User-space addresses fit in 53 bits on x86-64 and AArch64.
+      return lo === 0 && hi === 0 ? null : hi * TWO32 + lo;
+    case "i64":
+    case "isize":
+      if (hi >= 0x80000000) {
+        const v = BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo));
+        return v >= -9007199254740991n ? Number(v) : v;
+      }
+    // falls through: non-negative
+    default:
+      return hi < 0x200000 ? hi * TWO32 + lo : (BigInt(hi) << 32n) | BigInt(lo);
+  }
+}
+
+function onAsyncDone(id: number, lo: number, hi: number): void {
+  const call = pending.get(id);
+  if (!call) return;
+  pending.delete(id);
+  if (--inFlight === 0) keepAlive!.unref();
+  call.resolve(decode(call.returns, lo, hi));
+}
+
+const encoder = new TextEncoder();
+
+function bindAsync(name: string, def: SymbolDef, fn: NativeFunction): (...args: unknown[]) => Promise<unknown> {
+  if (def.args.length > ASYNC_ARGS) {
+    throw new TypeError(`bun backend: ${name}: async calls take at most ${ASYNC_ARGS} arguments`);
+  }
+  for (const t of def.args) kindOf(t, name);
+  kindOf(def.returns, name);
+  const h = native();
+  // The pool's entry point, typed for this symbol so that Bun converts each argument as the
+  // symbol declares it; async_submit forwards the raw words to the function unchanged.
+  const args: FFITypeOrString[] = ["ptr", "u32"];
+  for (let i = 0; i < ASYNC_ARGS; i++) {
+    const t = def.args[i];
+    // A `cstring` is encoded here and kept, since Bun's temporary copy dies when submit returns.
+    args.push(t === undefined ? "u64" : t === "cstring" ? "ptr" : BUN_TYPE[t]);
+  }
+  const submit = CFunction({ ptr: h.async_submit.ptr as BunPointer, args, returns: "i32" });
+  immortal.push(submit);
+  const target = fn.ptr as number;
+  const arity = def.args.length;
+  const types = def.args;
+
+  return (...given: unknown[]): Promise<unknown> => {
+    const words: unknown[] = new Array(ASYNC_ARGS).fill(0n);
+    for (let i = 0; i < arity; i++) {
+      let v = given[i];
+      if (types[i] === "cstring" && typeof v === "string") {
+        v = encoder.encode(v + "\0");
+      } else if (ArrayBuffer.isView(v)) {
+        // A typed array without its own ArrayBuffer may be moved by the GC; this pins it.
+        void v.buffer;
+      }
+      words[i] = v === undefined ? null : v;
+    }
+    const id = nextCallId;
+    nextCallId = nextCallId === 0xffffffff ? 1 : nextCallId + 1;
+    let err: number;
+    try {
+      err = submit(target, id, ...words) as number;
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (err !== 0) {
+      return Promise.reject(new Error(`bun backend: ${name}: cannot start a thread (errno ${err})`));
+    }
+    const { promise, resolve } = Promise.withResolvers<unknown>();
+    pending.set(id, { resolve, returns: def.returns, keep: words });
+    if (inFlight++ === 0) keepAlive!.ref();
+    return promise;
+  };
+}
+
+// ---------------------------------------------------------------------------- open
+
+function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
+  const all: Record<string, FFIFunction> = {};
+  const required: Record<string, FFIFunction> = {};
+  const optional: string[] = [];
+  for (const [name, def] of Object.entries(table)) {
+    all[name] = bunFunction(def);
+    if (def.optional) optional.push(name);
+    else required[name] = all[name];
+  }
+
+  const symbols: Record<string, NativeFunction | undefined> = {};
+  let lib: Library<Record<string, FFIFunction>>;
+  try {
+    lib = dlopen(path, all);
+    Object.assign(symbols, lib.symbols);
+  } catch (first) {
+    // Bun refuses the whole table when one symbol is missing. Bind what is required (its error,
+    // if any, names the library or the symbol), then probe each optional symbol alone.
+    lib = dlopen(path, required);
+    Object.assign(symbols, lib.symbols);
+    if (optional.length === 0) throw first;
+    for (const name of optional) {
+      try {
+        const one = dlopen(path, { [name]: all[name] });
+        immortal.push(one);
+        symbols[name] = one.symbols[name];
+      } catch {
+        symbols[name] = undefined;
+      }
+    }
+  }
+  // Libraries stay open for the life of the process: their callbacks may run until exit.
+  immortal.push(lib);
+
+  const asyncBindings: Record<string, (...args: unknown[]) => Promise<unknown>> = {};
+  for (const [name, def] of Object.entries(table)) {
+    const fn = symbols[name];
+    if (def.blocking && fn) asyncBindings[name] = bindAsync(name, def, fn);
+  }
+
+  return {
+    path,
+    symbols: symbols as NativeLibrary<T>["symbols"],
+    async: asyncBindings as NativeLibrary<T>["async"],
+  };
+}
+
+// ---------------------------------------------------------------------------- callbacks
+
+let slotsUsed = 0;
+
+/** Read argument i of a parked request (normalised to 64 bits by C) as the declared type. */
+function readArg(t: NativeType, request: number, i: number): unknown {
+  const at = 8 * i;
+  switch (t) {
+    case "bool":
+      return read.u8(request, at) !== 0;
+    case "i32":
+      return read.i32(request, at);
+    case "u32":
+      return read.u32(request, at);
+    case "ptr":
+    case "buffer":
+    case "cstring":
+    case "fn": {
+      const p = read.ptr(request, at);
+      return p === 0 ? null : p;
+    }
+    case "i64":
+    case "isize": {
+      const v = read.i64(request, at);
+      return Number.isSafeInteger(Number(v)) ? Number(v) : v;
+    }
+    default: {
+      const v = read.u64(request, at);
+      return v <= 9007199254740991n ? Number(v) : v;
+    }
+  }
+}
+
+/** The answer JS gave, as the word C hands back; the same conversions Bun applies to a plain JSCallback. */
+function encodeAnswer(t: CallbackDef["returns"], value: unknown): number {
+  switch (t) {
+    case "bool":
+      return value ? 1 : 0;
+    case "i32":
+      return Number(value) | 0;
+    case "u32":
+      return Number(value) >>> 0;
+    default:
+      return 0;
+  }
+}
+
+function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
+  const where = `callback(${def.args.join(", ")}) -> ${def.returns}`;
+  if (def.args.length > RELAY_ARGS) {
+    throw new TypeError(`bun backend: ${where}: at most ${RELAY_ARGS} arguments`);
+  }
+  if (slotsUsed === RELAY_SLOTS) {
+    throw new RangeError(`bun backend: all ${RELAY_SLOTS} callback trampolines are in use`);
+  }
+  let kinds = 0;
+  def.args.forEach((t, i) => {
+    kinds |= kindOf(t, where) << (4 * i);
+  });
+  const retKind = kindOf(def.returns, where);
+  const h = native();
+  const userFn = fn as (...args: unknown[]) => unknown;
+  const args = def.args.map((t) => BUN_TYPE[t]);
+  const returns = BUN_TYPE[def.returns];
+
+  // On the JS thread: a plain JSCallback, synchronous, with its return value.
+  const direct = new JSCallback(userFn, { args, returns });
+  let notify: JSCallback;
+  let mode: number;
+  if (def.delivery === "event") {
+    // From another thread: queued on the JS thread with copies of the arguments; the native
+    // caller goes on at once.
+    mode = MODE_EVENT;
+    notify = new JSCallback(userFn, { args, returns: "void", threadsafe: true });
+  } else {
+    // From another thread: the caller is parked in C on a request holding its arguments (which
+    // therefore stay valid, e.g. Embree's error string), until relay_answer.
+    mode = MODE_SYNC;
+    const types = def.args;
+    const answer = h.relay_answer;
+    notify = new JSCallback(
+      (request: number) => {
+        let word = 0;
+        try {
+          const values = types.map((t, i) => readArg(t, request, i));
+          word = encodeAnswer(def.returns, userFn(...values));
+        } finally {
+          // Whatever happened, the native thread must be released.
+          answer(request as unknown as BunPointer, word);
+        }
+      },
+      { args: ["ptr"], returns: "void", threadsafe: true },
+    );
+  }
+  const slot = slotsUsed++;
+  const trampoline = h.relay_slot_init(slot, mode, direct.ptr, notify.ptr, def.args.length, kinds, retKind);
+  if (!trampoline) throw new Error(`bun backend: ${where}: relay_slot_init failed`);
+  immortal.push(direct, notify);
+  return trampoline as unknown as Callback;
+}
+
+// ---------------------------------------------------------------------------- memory
+
+function pointerOf(view: ArrayBufferView): Pointer {
+  // Bun's ptr() of a typed array that has no ArrayBuffer of its own yet points at storage the GC
+  // may move; asking for the buffer gives it one.
+  void view.buffer;
+  if (view.byteLength === 0) return null as unknown as Pointer; // ptr() refuses empty views
+  return ptr(view) as unknown as Pointer;
+}
+
+function address(pointer: Pointer | null): bigint {
+  return pointer === null ? 0n : BigInt(pointer as unknown as number);
+}
+
+function fromAddress(value: bigint): Pointer | null {
+  return value === 0n ? null : (Number(value) as unknown as Pointer);
+}
+
+function arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer {
+  // toArrayBuffer refuses a length of 0 (and without a length would read up to a NUL).
+  if (byteLength === 0) return new ArrayBuffer(0);
+  return toArrayBuffer(pointer as unknown as BunPointer, 0, byteLength);
+}
+
+function readCString(pointer: Pointer): string {
+  return new CString(pointer as unknown as BunPointer);
+}
+
+export const backend: Backend = {
+  runtime: "bun",
+  open,
+  callback,
+  pointerOf,
+  address,
+  fromAddress,
+  arrayBuffer,
+  readCString,
+  get asyncInFlight() {
+    return inFlight;
+  },
+};
+
+/**
+ * Test and diagnostics only: how many callback calls the trampolines answered directly on the JS
+ * thread, how many came from other threads, and how many pool threads run async calls.
+ */
+export function bunRelayStats(): { direct: number; relayed: number; poolThreads: number } {
+  const h = native();
+  return { direct: h.relay_count(0), relayed: h.relay_count(1), poolThreads: h.async_threads() };
+}

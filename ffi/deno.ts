@@ -1,0 +1,285 @@
+/**
+ * The Deno backend: `Deno.dlopen`, `Deno.UnsafeCallback`, `Deno.UnsafePointer(View)`.
+ *
+ * What Deno 2.9 does that shapes this file (measured, see the report in DESIGN.md):
+ * - Every 64-bit integer comes back as a bigint: symbol results (slow and fast path alike) and
+ *   callback arguments. The contract wants `number` when safe, so only those symbols and callbacks
+ *   get a converting wrapper; every other symbol is Deno's own function, untouched, so V8 keeps
+ *   its fast-call path (turbocall) for hot calls like `clCreateBuffer` / `clReleaseMemObject`.
+ * - A missing `optional: true` symbol is `null`; the contract says `undefined`.
+ * - A thread-safe callback called on the JS thread runs synchronously inside the native call;
+ *   called from any other thread, the caller blocks until the JS thread ran it, and its return
+ *   value is honoured. That gives both `event` and `sync` delivery with one mechanism, and it is
+ *   why calls that wait on such threads must go through `async` (Deno `nonblocking`).
+ * - Callbacks are never closed: closing one that native code can still call crashes. They are
+ *   `unref`ed so that they alone do not keep the process alive.
+ *
+ * The Deno global is reached through a minimal local interface instead of `lib.deno.ns`, so that
+ * this file also type-checks under plain `tsc`, where Deno's types are not installed.
+ */
+import type {
+  Backend,
+  Callback,
+  CallbackDef,
+  NativeFunction,
+  NativeLibrary,
+  NativeType,
+  Pointer,
+  SymbolDef,
+  SymbolTable,
+} from "./types.ts";
+
+// --- the slice of the Deno FFI API this file uses --------------------------------------------------
+
+/** Deno's `PointerObject`: an opaque object, or null for NULL. */
+type DenoPointer = object;
+
+type DenoNativeType =
+  | "void" | "bool" | "i32" | "u32" | "i64" | "u64" | "isize" | "usize" | "f32" | "f64"
+  | "pointer" | "buffer" | "function";
+
+interface DenoForeignFunction {
+  name?: string;
+  parameters: DenoNativeType[];
+  result: DenoNativeType;
+  nonblocking?: boolean;
+  optional?: boolean;
+}
+
+interface DenoUnsafeCallback {
+  readonly pointer: DenoPointer;
+  unref(): number;
+}
+
+interface DenoFfi {
+  dlopen(
+    path: string,
+    symbols: Record<string, DenoForeignFunction>,
+  ): { readonly symbols: Record<string, NativeFunction | null> };
+  UnsafeCallback: {
+    threadSafe(
+      definition: { parameters: DenoNativeType[]; result: DenoNativeType },
+      callback: NativeFunction,
+    ): DenoUnsafeCallback;
+  };
+  UnsafePointer: {
+    of(value: ArrayBufferView): DenoPointer | null;
+    value(pointer: DenoPointer | null): number | bigint;
+    create(address: bigint): DenoPointer | null;
+  };
+  UnsafePointerView: {
+    getArrayBuffer(pointer: DenoPointer, byteLength: number): ArrayBuffer;
+    getCString(pointer: DenoPointer): string;
+  };
+}
+
+const Deno = (globalThis as unknown as { Deno: DenoFfi }).Deno;
+
+// --- type mapping ----------------------------------------------------------------------------------
+
+const argTypes: Record<NativeType, DenoNativeType> = {
+  void: "void",
+  bool: "bool",
+  i32: "i32",
+  u32: "u32",
+  i64: "i64",
+  u64: "u64",
+  isize: "isize",
+  usize: "usize",
+  f32: "f32",
+  f64: "f64",
+  ptr: "pointer",
+  buffer: "buffer",
+  // Encoded by the wrapper into a NUL-terminated Uint8Array.
+  cstring: "buffer",
+  fn: "function",
+};
+
+function resultType(type: NativeType, where: string): DenoNativeType {
+  if (type === "buffer" || type === "cstring" || type === "fn") {
+    throw new TypeError(`${where}: "${type}" is an argument-only type; declare the result "ptr"`);
+  }
+  return argTypes[type];
+}
+
+function isWide(type: NativeType): boolean {
+  return type === "i64" || type === "u64" || type === "isize" || type === "usize";
+}
+
+/** Deno gives bigint for every 64-bit integer; the contract wants number where that is exact. */
+function narrow(value: bigint): number | bigint {
+  return value <= 9007199254740991n && value >= -9007199254740991n ? Number(value) : value;
+}
+
+const encoder = new TextEncoder();
+
+function encodeCString(value: unknown, where: string): Uint8Array | null {
+  if (value === null || value === undefined) return null;
+  if (typeof value !== "string") throw new TypeError(`${where}: expected a string, got ${typeof value}`);
+  return encoder.encode(value + "\0");
+}
+
+/**
+ * The raw Deno function when the contract's conventions need no conversion (the common case);
+ * otherwise a wrapper that encodes `cstring` arguments and narrows a 64-bit result.
+ */
+function adapt(raw: NativeFunction, def: SymbolDef, name: string): NativeFunction {
+  const strings = def.args.flatMap((type, index) => (type === "cstring" ? [index] : []));
+  const wideResult = isWide(def.returns);
+  if (strings.length === 0 && !wideResult) return raw;
+  return (...args: unknown[]) => {
+    for (const index of strings) args[index] = encodeCString(args[index], name);
+    const result = raw(...args);
+    return wideResult ? narrow(result as bigint) : result;
+  };
+}
+
+// --- async calls -----------------------------------------------------------------------------------
+
+let asyncInFlight = 0;
+
+/**
+ * Wraps a `nonblocking` symbol. Deno reads a buffer argument's address when the call starts and
+ * does not hold the view: the settle handlers below close over `args`, which keeps every view (and
+ * encoded string) reachable until the call settled. Touching `.buffer` first moves a small
+ * on-heap typed array's bytes off the V8 heap, so the address Deno read cannot move under the
+ * worker thread when the GC compacts.
+ */
+function adaptAsync(raw: NativeFunction, def: SymbolDef, name: string): (...args: unknown[]) => Promise<unknown> {
+  const strings = def.args.flatMap((type, index) => (type === "cstring" ? [index] : []));
+  const wideResult = isWide(def.returns);
+  return (...args: unknown[]) => {
+    let promise: Promise<unknown>;
+    try {
+      for (const index of strings) args[index] = encodeCString(args[index], name);
+      for (const arg of args) if (ArrayBuffer.isView(arg)) void arg.buffer;
+      promise = raw(...args);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    asyncInFlight++;
+    return promise.then(
+      (result) => {
+        asyncInFlight--;
+        args.length = 0;
+        return wideResult ? narrow(result as bigint) : result;
+      },
+      (error) => {
+        asyncInFlight--;
+        args.length = 0;
+        throw error;
+      },
+    );
+  };
+}
+
+// --- open ------------------------------------------------------------------------------------------
+
+/** Suffix of the second, `nonblocking` binding of a `blocking` entry. */
+const ASYNC = "\u0000async";
+
+function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
+  const definitions: Record<string, DenoForeignFunction> = {};
+  for (const [name, def] of Object.entries(table)) {
+    const parameters = def.args.map((type) => argTypes[type]);
+    const result = resultType(def.returns, name);
+    const optional = def.optional === true;
+    definitions[name] = { parameters, result, optional };
+    if (def.blocking) definitions[name + ASYNC] = { name, parameters, result, optional, nonblocking: true };
+  }
+  const raw = Deno.dlopen(path, definitions).symbols;
+
+  const symbols: Record<string, NativeFunction | undefined> = {};
+  const async: Record<string, ((...args: unknown[]) => Promise<unknown>) | undefined> = {};
+  for (const [name, def] of Object.entries(table)) {
+    const fn = raw[name];
+    symbols[name] = fn ? adapt(fn, def, name) : undefined;
+    if (def.blocking) {
+      const nonblocking = raw[name + ASYNC];
+      async[name] = nonblocking ? adaptAsync(nonblocking, def, name) : undefined;
+    }
+  }
+  return {
+    path,
+    symbols: symbols as NativeLibrary<T>["symbols"],
+    async: async as NativeLibrary<T>["async"],
+  };
+}
+
+// --- callbacks -------------------------------------------------------------------------------------
+
+/** Every callback ever made: never closed, so native code may call it until the process ends. */
+const callbacks: DenoUnsafeCallback[] = [];
+
+/** `fn` with its 64-bit arguments narrowed; spelled out per arity to keep the JS-thread path cheap. */
+function narrowing(def: CallbackDef, fn: NativeFunction): NativeFunction {
+  const wide = def.args.map(isWide);
+  if (!wide.includes(true)) return fn;
+  const n = (value: unknown, i: number) => (wide[i] ? narrow(value as bigint) : value);
+  switch (def.args.length) {
+    case 1:
+      return (a) => fn(n(a, 0));
+    case 2:
+      return (a, b) => fn(n(a, 0), n(b, 1));
+    case 3:
+      return (a, b, c) => fn(n(a, 0), n(b, 1), n(c, 2));
+    case 4:
+      return (a, b, c, d) => fn(n(a, 0), n(b, 1), n(c, 2), n(d, 3));
+    default:
+      return (...args: unknown[]) => fn(...args.map(n));
+  }
+}
+
+function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
+  // Both deliveries use a thread-safe callback: on the JS thread it runs inside the native call,
+  // from another thread the caller waits for the JS thread, which `sync` needs and `event` allows.
+  const made = Deno.UnsafeCallback.threadSafe(
+    { parameters: def.args.map((type) => argTypes[type]), result: resultType(def.returns, "callback") },
+    narrowing(def, fn as NativeFunction),
+  );
+  // threadSafe() refs the callback, which would keep the process alive forever. The core holds the
+  // event loop open itself while it expects a call (and a pending async call holds it too).
+  made.unref();
+  callbacks.push(made);
+  return made.pointer as unknown as Callback;
+}
+
+// --- memory ----------------------------------------------------------------------------------------
+
+function pointerOf(view: ArrayBufferView): Pointer {
+  // Materialising the ArrayBuffer moves an on-heap typed array's bytes off the V8 heap for good.
+  void view.buffer;
+  const pointer = Deno.UnsafePointer.of(view);
+  if (pointer === null) throw new RangeError("pointerOf: the view has no memory (detached or empty)");
+  return pointer as unknown as Pointer;
+}
+
+function address(pointer: Pointer | null): bigint {
+  return pointer === null ? 0n : BigInt(Deno.UnsafePointer.value(pointer as unknown as DenoPointer));
+}
+
+function fromAddress(value: bigint): Pointer | null {
+  return Deno.UnsafePointer.create(BigInt.asUintN(64, value)) as unknown as Pointer | null;
+}
+
+function arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer {
+  return Deno.UnsafePointerView.getArrayBuffer(pointer as unknown as DenoPointer, byteLength);
+}
+
+function readCString(pointer: Pointer): string {
+  return Deno.UnsafePointerView.getCString(pointer as unknown as DenoPointer);
+}
+
+export const backend: Backend = {
+  runtime: "deno",
+  open,
+  callback,
+  pointerOf,
+  address,
+  fromAddress,
+  arrayBuffer,
+  readCString,
+  get asyncInFlight() {
+    return asyncInFlight;
+  },
+};

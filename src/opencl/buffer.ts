@@ -1,0 +1,295 @@
+/** Buffers (cl_mem) and their destructor callbacks (clSetMemObjectDestructorCallback). */
+import type { Pointer } from "../../ffi/types.ts";
+import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
+import { backend } from "../backend.ts";
+import { defer, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { OpenCLError, ReleasedError } from "../errors.ts";
+import { MemFlags, MemInfo } from "./constants.ts";
+import { check, infoPointer, infoU64, opencl } from "./native.ts";
+import type { Context } from "./context.ts";
+
+export type DestructorCallback = (buffer: Buffer) => void;
+
+/** What stays in JS for a buffer whose native side will call us back when it is destroyed. */
+interface Destructor {
+  readonly buffer: Buffer;
+  /** Run in reverse order of registration, like OpenCL's own callback stack. */
+  readonly callbacks: DestructorCallback[];
+  /** The host memory of a `hostPtr: "use"` buffer: pinned until the native side lets go. */
+  hostMemory: ArrayBufferView | undefined;
+  /** The destructor arrived; `released` and waiting for a driver thread means `owe()` was called. */
+  delivered: boolean;
+  owed: boolean;
+  /** Set once the callbacks ran: undefined for success, else what they threw. */
+  outcome: { errors: unknown[] } | undefined;
+  promise: Promise<void> | undefined;
+  settle: ((errors: unknown[]) => void) | undefined;
+}
+
+const destructors = new IdTable<Destructor>();
+
+/** The process-wide trampoline: one native function pointer for every buffer. */
+let trampoline: ReturnType<typeof backend.callback> | undefined;
+function destructorTrampoline(): ReturnType<typeof backend.callback> {
+  return trampoline ??= backend.callback(openclCallbacks.memDestructor, (_memobj: unknown, id: number) => {
+    const entry = destructors.delete(id);
+    if (entry === undefined) return;
+    entry.delivered = true;
+    if (entry.owed) {
+      entry.owed = false;
+      paid();
+    }
+    defer(() => runDestructors(entry));
+  });
+}
+
+function runDestructors(entry: Destructor): void {
+  const errors: unknown[] = [];
+  const callbacks = entry.callbacks;
+  for (let i = callbacks.length - 1; i >= 0; i--) {
+    try {
+      callbacks[i](entry.buffer);
+    } catch (error) {
+      errors.push(error);
+      reportCallbackError(error, "destructor");
+    }
+  }
+  entry.hostMemory = undefined;
+  entry.outcome = { errors };
+  entry.settle?.(errors);
+}
+
+function settled(errors: unknown[]): Promise<void> {
+  if (errors.length === 0) return Promise.resolve();
+  return Promise.reject(errors.length === 1 ? errors[0] : new AggregateError(errors, "destructor callbacks threw"));
+}
+
+const net = new SafetyNet<Pointer>((handle) => opencl().symbols.clReleaseMemObject(handle));
+
+export type HostPtrMode = "use" | "copy" | "alloc";
+export type Access = "read_write" | "read_only" | "write_only";
+
+export interface BufferOptions {
+  /** Kernel access (CL_MEM_READ_WRITE by default). */
+  access?: Access;
+  /**
+   * What to do with the ArrayBufferView given as data: "use" (CL_MEM_USE_HOST_PTR: the buffer's
+   * storage is that memory, pinned until the buffer is destroyed), "copy" (CL_MEM_COPY_HOST_PTR,
+   * the default when data is given), or "alloc" (CL_MEM_ALLOC_HOST_PTR, with or without data).
+   */
+  hostPtr?: HostPtrMode;
+}
+
+const accessFlags: Record<Access, number> = {
+  read_write: MemFlags.READ_WRITE,
+  read_only: MemFlags.READ_ONLY,
+  write_only: MemFlags.WRITE_ONLY,
+};
+
+/** Turns `createBuffer`'s arguments into clCreateBuffer's, throwing TypeError/RangeError on bad input. */
+export function bufferArguments(
+  sizeOrData: number | ArrayBufferView,
+  options: BufferOptions | undefined,
+): { flags: number; size: number; data: ArrayBufferView | null } {
+  let flags: number = MemFlags.READ_WRITE;
+  let data: ArrayBufferView | null = null;
+  let size: number;
+  if (typeof sizeOrData === "number") {
+    if (!Number.isSafeInteger(sizeOrData) || sizeOrData <= 0) {
+      throw new RangeError(`buffer size must be a positive integer number of bytes, got ${sizeOrData}`);
+    }
+    size = sizeOrData;
+  } else if (ArrayBuffer.isView(sizeOrData)) {
+    data = sizeOrData;
+    size = data.byteLength;
+    if (size === 0) throw new RangeError("buffer data must not be empty");
+  } else {
+    throw new TypeError("createBuffer takes a size in bytes or an ArrayBufferView (e.g. a Float32Array)");
+  }
+  if (options !== undefined) {
+    if (typeof options !== "object" || options === null) throw new TypeError("buffer options must be an object");
+    if (options.access !== undefined) {
+      const access = accessFlags[options.access];
+      if (access === undefined) throw new TypeError(`access must be "read_write", "read_only" or "write_only", got ${String(options.access)}`);
+      flags = access;
+    }
+    const mode = options.hostPtr;
+    if (mode !== undefined) {
+      if (mode === "use" || mode === "copy") {
+        if (data === null) throw new TypeError(`hostPtr: "${mode}" needs an ArrayBufferView as the buffer's data`);
+        flags |= mode === "use" ? MemFlags.USE_HOST_PTR : MemFlags.COPY_HOST_PTR;
+      } else if (mode === "alloc") {
+        flags |= MemFlags.ALLOC_HOST_PTR | (data !== null ? MemFlags.COPY_HOST_PTR : 0);
+      } else {
+        throw new TypeError(`hostPtr must be "use", "copy" or "alloc", got ${String(mode)}`);
+      }
+      return { flags, size, data };
+    }
+  }
+  if (data !== null) flags |= MemFlags.COPY_HOST_PTR;
+  return { flags, size, data };
+}
+
+/**
+ * A buffer (cl_mem). `release()` drops your reference; the memory object is destroyed when OpenCL
+ * is done with it too (e.g. after queued commands that use it), which `destroyed` and the
+ * destructor callbacks tell you.
+ * @example
+ * const host = new Float32Array(1024);
+ * const buf = ctx.createBuffer(host, { hostPtr: "use" });
+ * buf.setDestructorCallback(() => console.log("host memory free to reuse"));
+ * buf.release();
+ * await buf.destroyed;
+ */
+export class Buffer {
+  #handle: Pointer | null;
+  #refs = 1;
+  #destructor: Destructor | undefined;
+  readonly context: Context;
+  /** Size in bytes. */
+  readonly size: number;
+  /** The cl_mem_flags it was created with. */
+  readonly flags: number;
+  [inRegistry] = false;
+
+  /** @internal use `ctx.createBuffer()`. */
+  constructor(context: Context, handle: Pointer, size: number, flags: number, hostMemory: ArrayBufferView | null) {
+    this.#handle = handle;
+    this.context = context;
+    this.size = size;
+    this.flags = flags;
+    if (hostMemory !== null && (flags & MemFlags.USE_HOST_PTR) !== 0) {
+      // The view must stay alive until the native side lets go, not until release().
+      this.#watch().hostMemory = hostMemory;
+    } else {
+      net.add(this, handle);
+    }
+  }
+
+  get alive(): boolean {
+    return this.#handle !== null;
+  }
+
+  /** @internal */
+  handle(): Pointer {
+    if (this.#handle === null) throw new ReleasedError("Buffer");
+    return this.#handle;
+  }
+
+  /** Registers our one native destructor callback for this buffer, the first time it is needed. */
+  #watch(): Destructor {
+    let entry = this.#destructor;
+    if (entry === undefined) {
+      const handle = this.handle();
+      entry = {
+        buffer: this,
+        callbacks: [],
+        hostMemory: undefined,
+        delivered: false,
+        owed: false,
+        outcome: undefined,
+        promise: undefined,
+        settle: undefined,
+      };
+      const id = destructors.add(entry);
+      const status = opencl().symbols.clSetMemObjectDestructorCallback(handle, destructorTrampoline(), id);
+      if (status !== 0) {
+        destructors.delete(id);
+        throw new OpenCLError("clSetMemObjectDestructorCallback", status);
+      }
+      this.#destructor = entry;
+      // Held by the id table until the callback arrives: the safety net cannot apply any more.
+      net.remove(this);
+    }
+    return entry;
+  }
+
+  /**
+   * Calls `callback(buffer)` on the JS thread once the memory object is destroyed, after callbacks
+   * registered later (OpenCL's reverse order), never inside `release()`. Each runs once; one that
+   * throws does not stop the others (see `onCallbackError`).
+   */
+  setDestructorCallback(callback: DestructorCallback): void {
+    if (typeof callback !== "function") {
+      throw new TypeError("setDestructorCallback takes a function (clSetMemObjectDestructorCallback rejects NULL with CL_INVALID_VALUE)");
+    }
+    this.#watch().callbacks.push(callback);
+  }
+
+  /**
+   * Settles after every destructor callback has run: the native memory object is gone and the host
+   * memory of a `hostPtr: "use"` buffer may be reused. Rejects with what a callback threw. Read it
+   * before the last `release()`: after that, the memory object can no longer be watched.
+   */
+  get destroyed(): Promise<void> {
+    let entry = this.#destructor;
+    if (entry === undefined) {
+      if (this.#handle === null) {
+        return Promise.reject(new ReleasedError("Buffer (read `destroyed` or set a destructor callback before the last release())"));
+      }
+      entry = this.#watch();
+    }
+    if (entry.promise === undefined) {
+      if (entry.outcome !== undefined) {
+        entry.promise = settled(entry.outcome.errors);
+      } else {
+        const current = entry;
+        current.promise = new Promise<void>((resolve, reject) => {
+          current.settle = (errors) => {
+            if (errors.length === 0) resolve();
+            else reject(errors.length === 1 ? errors[0] : new AggregateError(errors, "destructor callbacks threw"));
+          };
+        });
+      }
+    }
+    return entry.promise;
+  }
+
+  /** CL_MEM_REFERENCE_COUNT (OpenCL says: stale at once, for debugging). */
+  get referenceCount(): number {
+    return infoU64("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this.handle(), MemInfo.REFERENCE_COUNT, 4);
+  }
+
+  /** CL_MEM_HOST_PTR as an address (0n unless created with hostPtr "use"). */
+  get hostPointer(): bigint {
+    return backend.address(infoPointer("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this.handle(), MemInfo.HOST_PTR));
+  }
+
+  /** Adds a reference (clRetainMemObject); each `retain()` needs its own `release()`. */
+  retain(): this {
+    check("clRetainMemObject", opencl().symbols.clRetainMemObject(this.handle()));
+    this.#refs++;
+    return this;
+  }
+
+  /**
+   * Drops a reference (clReleaseMemObject). After the last one the buffer can't be used; further
+   * calls do nothing. Destructor callbacks run later, on the JS thread, once OpenCL destroys it.
+   */
+  release(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    const last = --this.#refs === 0;
+    if (last) {
+      this.#handle = null;
+      if (this.#destructor === undefined) net.remove(this);
+    }
+    const status = opencl().symbols.clReleaseMemObject(handle);
+    if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
+    const entry = this.#destructor;
+    if (last && entry !== undefined && !entry.delivered) {
+      // Delivered later (a driver thread, or a command still using it): keep the program alive.
+      entry.owed = true;
+      owe();
+    }
+  }
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+
+  /** The raw cl_mem. Unsafe: invalid after release, and OpenCL calls on it bypass memlife. */
+  get unsafeHandle(): Pointer {
+    return this.handle();
+  }
+}

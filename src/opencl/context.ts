@@ -1,0 +1,175 @@
+/** Contexts: the parent of buffers, queues, events and SVM allocations. */
+import type { Pointer } from "../../ffi/types.ts";
+import { envVar } from "../backend.ts";
+import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { OpenCLError, ReleasedError } from "../errors.ts";
+import { ContextInfo } from "./constants.ts";
+import { check, errcode, infoU64, opencl, pointerArray } from "./native.ts";
+import { Buffer, bufferArguments, type BufferOptions } from "./buffer.ts";
+import { UserEvent } from "./event.ts";
+import { type Device, getPlatforms } from "./platform.ts";
+import { CommandQueue } from "./queue.ts";
+import { SVMAllocation, type SVMOptions } from "./svm.ts";
+
+const net = new SafetyNet<Pointer>((handle) => void opencl().async.clReleaseContext(handle));
+
+function pick<T extends { name: string }>(items: T[], selector: string, what: string): T {
+  const index = /^\d+$/.test(selector) ? Number(selector) : items.findIndex((i) => i.name.toLowerCase().includes(selector.toLowerCase()));
+  const found = items[index];
+  if (found === undefined) {
+    throw new RangeError(`no OpenCL ${what} matches "${selector}"; there are: ${items.map((i, n) => `${n}: ${i.name}`).join(", ") || "none"}`);
+  }
+  return found;
+}
+
+/**
+ * The device `createContext()` uses when given none: `MEMLIFE_OPENCL_PLATFORM` and
+ * `MEMLIFE_OPENCL_DEVICE` (an index or a case-insensitive name substring) when set, else the
+ * first device of the first platform that has one.
+ */
+export function defaultDevice(): Device {
+  const platforms = getPlatforms();
+  const platformSelector = envVar("MEMLIFE_OPENCL_PLATFORM");
+  const deviceSelector = envVar("MEMLIFE_OPENCL_DEVICE");
+  const candidates = platformSelector !== undefined ? [pick(platforms, platformSelector, "platform")] : platforms;
+  const devices = candidates.flatMap((p) => p.getDevices());
+  if (devices.length === 0) {
+    throw new OpenCLError("clGetDeviceIDs", -1, `no OpenCL device found on ${platforms.length} platform(s); install a driver such as pocl-opencl-icd`);
+  }
+  return deviceSelector !== undefined ? pick(devices, deviceSelector, "device") : devices[0];
+}
+
+/**
+ * An OpenCL context. Its native release waits until the SVM allocations made from it are freed
+ * (clSVMFree needs the context); buffers and queues keep it alive natively.
+ * @example
+ * using ctx = cl.createContext();
+ * const buf = ctx.createBuffer(4096);
+ */
+export class Context {
+  #handle: Pointer | null;
+  #refs = 1;
+  #released = false;
+  #svm = new Set<SVMAllocation>();
+  readonly devices: readonly Device[];
+  [inRegistry] = false;
+
+  /** @internal use `cl.createContext()`. */
+  constructor(devices?: Device[]) {
+    const list = devices ?? [defaultDevice()];
+    if (!Array.isArray(list) || list.length === 0) throw new TypeError("createContext takes a non-empty array of cl.Device");
+    const platform = list[0].platform;
+    if (list.some((d) => d?.platform !== platform)) throw new TypeError("all devices of a context must come from one platform");
+    const ids = pointerArray(list.map((d) => d.unsafeHandle));
+    const handle = opencl().symbols.clCreateContext(null, list.length, ids, null, 0, errcode) as Pointer | null;
+    if (handle === null) throw new OpenCLError("clCreateContext", errcode[0]);
+    this.#handle = handle;
+    this.devices = Object.freeze([...list]);
+    net.add(this, handle);
+  }
+
+  get alive(): boolean {
+    return this.#handle !== null && !this.#released;
+  }
+
+  /** @internal */
+  handle(): Pointer {
+    if (this.#handle === null || this.#released) throw new ReleasedError("Context");
+    return this.#handle;
+  }
+
+  /**
+   * A buffer of `size` bytes, or holding `data`.
+   * @example
+   * ctx.createBuffer(1 << 20);                                 // 1 MiB, uninitialised
+   * ctx.createBuffer(new Float32Array([1, 2, 3]));             // copied
+   * ctx.createBuffer(hostArray, { hostPtr: "use" });           // the buffer is hostArray's memory
+   */
+  createBuffer(sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
+    const context = this.handle();
+    const { flags, size, data } = bufferArguments(sizeOrData, options);
+    if (data !== null) void data.buffer; // an on-heap typed array must get stable memory before its pointer is taken
+    const handle = opencl().symbols.clCreateBuffer(context, flags, size, data, errcode) as Pointer | null;
+    if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
+    return new Buffer(this, handle, size, flags, data);
+  }
+
+  /** A command queue on `device` (default: the context's first device). */
+  createCommandQueue(device: Device = this.devices[0]): CommandQueue {
+    this.handle();
+    if (!this.devices.includes(device)) throw new TypeError("the device is not one of this context's devices");
+    return new CommandQueue(this, device);
+  }
+
+  /** An event the program completes itself (`setStatus()`), to hold commands back. */
+  createUserEvent(): UserEvent {
+    return new UserEvent(this);
+  }
+
+  /**
+   * Shared virtual memory (clSVMAlloc). Needs an OpenCL 2.0 device with SVM support.
+   * @example const a = ctx.svmAlloc(4096, { fineGrain: ctx.devices[0].svm.fineGrainBuffer });
+   */
+  svmAlloc(size: number, options?: SVMOptions): SVMAllocation {
+    this.handle();
+    return new SVMAllocation(this, size, options);
+  }
+
+  /** @internal an SVM allocation now depends on this context. */
+  adopt(allocation: SVMAllocation): void {
+    this.#svm.add(allocation);
+  }
+
+  /** @internal it was freed or handed to a free command (whose queue keeps the context alive). */
+  disown(allocation: SVMAllocation): void {
+    this.#svm.delete(allocation);
+    if (this.#released && this.#svm.size === 0) this.#nativeRelease();
+  }
+
+  /** CL_CONTEXT_REFERENCE_COUNT (stale at once: for debugging). */
+  get referenceCount(): number {
+    return infoU64("clGetContextInfo", opencl().symbols.clGetContextInfo, this.handle(), ContextInfo.REFERENCE_COUNT, 4);
+  }
+
+  retain(): this {
+    check("clRetainContext", opencl().symbols.clRetainContext(this.handle()));
+    this.#refs++;
+    return this;
+  }
+
+  /** Drops a reference; after the last one the context can't make anything new. */
+  release(): void {
+    if (this.#handle === null || this.#released) return;
+    if (--this.#refs > 0) {
+      check("clReleaseContext", opencl().symbols.clReleaseContext(this.#handle));
+      return;
+    }
+    this.#released = true;
+    net.remove(this);
+    if (this.#svm.size === 0) this.#nativeRelease();
+  }
+
+  #nativeRelease(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    this.#handle = null;
+    void opencl().async.clReleaseContext(handle).then((status) => check("clReleaseContext", status as number));
+  }
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+
+  /** The raw cl_context. Unsafe: invalid after release. */
+  get unsafeHandle(): Pointer {
+    return this.handle();
+  }
+}
+
+/**
+ * A context on `devices` (default: see `defaultDevice`).
+ * @example using ctx = cl.createContext(cl.getPlatforms()[0].getDevices(cl.DeviceType.GPU));
+ */
+export function createContext(devices?: Device[]): Context {
+  return new Context(devices);
+}

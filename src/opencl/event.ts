@@ -1,0 +1,124 @@
+/** Events: what a queued command returns, to wait on or to chain with `waitFor`. */
+import type { Pointer } from "../../ffi/types.ts";
+import { backend } from "../backend.ts";
+import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { OpenCLError, ReleasedError } from "../errors.ts";
+import { EventInfo, ExecutionStatus } from "./constants.ts";
+import { check, errcode, infoU32, opencl, pointerArray } from "./native.ts";
+import type { Context } from "./context.ts";
+
+const net = new SafetyNet<Pointer>((handle) => opencl().symbols.clReleaseEvent(handle));
+
+/**
+ * A cl_event. `wait()` never blocks the JS thread.
+ * @example
+ * const event = queue.enqueueSVMFree(allocs, { onFree: () => console.log("freed") });
+ * await event.wait(); // the command completed and onFree ran
+ */
+export class Event {
+  #handle: Pointer | null;
+  #refs = 1;
+  /** JS-side work that completes the command from the program's point of view (e.g. `onFree`). */
+  #after: Promise<void> | undefined;
+  [inRegistry] = false;
+
+  /** @internal made by queues and contexts. */
+  constructor(handle: Pointer, after?: Promise<void>) {
+    this.#handle = handle;
+    this.#after = after;
+    net.add(this, handle);
+  }
+
+  get alive(): boolean {
+    return this.#handle !== null;
+  }
+
+  /** @internal */
+  handle(): Pointer {
+    if (this.#handle === null) throw new ReleasedError("Event");
+    return this.#handle;
+  }
+
+  /** CL_EVENT_COMMAND_TYPE, e.g. `cl.CommandType.SVM_FREE` (0x1209). */
+  get commandType(): number {
+    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this.handle(), EventInfo.COMMAND_TYPE);
+  }
+
+  /** CL_EVENT_COMMAND_EXECUTION_STATUS: `cl.ExecutionStatus` or a negative error code. */
+  get status(): number {
+    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this.handle(), EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+  }
+
+  /**
+   * Settles once the command completed and its JS callbacks (e.g. `onFree`) ran. Rejects with an
+   * OpenCLError if the command failed, or with what a callback threw.
+   */
+  async wait(): Promise<void> {
+    const handle = this.handle();
+    const list = pointerArray([handle]);
+    const status = await opencl().async.clWaitForEvents(1, list) as number;
+    check("clWaitForEvents", status);
+    await this.#after;
+  }
+
+  /** Adds a reference (clRetainEvent); each `retain()` needs its own `release()`. */
+  retain(): this {
+    check("clRetainEvent", opencl().symbols.clRetainEvent(this.handle()));
+    this.#refs++;
+    return this;
+  }
+
+  /** Drops a reference; the last one releases the cl_event. A further call does nothing. */
+  release(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    if (--this.#refs === 0) {
+      this.#handle = null;
+      net.remove(this);
+    }
+    check("clReleaseEvent", opencl().symbols.clReleaseEvent(handle));
+  }
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+
+  /** The raw cl_event. Unsafe: invalid after release. */
+  get unsafeHandle(): Pointer {
+    return this.handle();
+  }
+}
+
+/** An event whose status the program sets (clCreateUserEvent), to hold commands back. */
+export class UserEvent extends Event {
+  /** @internal use `ctx.createUserEvent()`. */
+  constructor(context: Context) {
+    const handle = opencl().symbols.clCreateUserEvent(context.handle(), errcode) as Pointer | null;
+    if (handle === null) throw new OpenCLError("clCreateUserEvent", errcode[0]);
+    super(handle);
+  }
+
+  /** Completes the event (or fails it with a negative status), releasing the commands that wait on it. */
+  setStatus(status: number = ExecutionStatus.COMPLETE): void {
+    if (!Number.isInteger(status) || status > 0) {
+      throw new RangeError(`a user event's status is CL_COMPLETE (0) or a negative error code, got ${status}`);
+    }
+    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(this.handle(), status));
+  }
+}
+
+/** A `cl_event *` wait list from `waitFor`, checked before any native call. */
+export function waitList(events: readonly Event[] | undefined): { count: number; list: BigUint64Array | null } {
+  if (events === undefined || events.length === 0) return { count: 0, list: null };
+  if (!Array.isArray(events)) throw new TypeError("waitFor must be an array of cl.Event");
+  const handles = events.map((e, i) => {
+    if (!(e instanceof Event)) throw new TypeError(`waitFor[${i}] is not a cl.Event`);
+    return e.handle();
+  });
+  return { count: handles.length, list: pointerArray(handles) };
+}
+
+/** Wraps the cl_event an enqueue call wrote into its one-slot out-parameter. */
+export function eventFrom(slot: BigUint64Array, after?: Promise<void>): Event {
+  return new Event(backend.fromAddress(slot[0]) as Pointer, after);
+}

@@ -1,0 +1,96 @@
+/**
+ * The OpenCL library, loaded on first use, and the helpers every OpenCL object shares:
+ * status checks, info queries, pointer arrays.
+ */
+import type { NativeLibrary, Pointer } from "../../ffi/types.ts";
+import { openclSymbols } from "../../ffi/symbols/opencl.ts";
+import { backend } from "../backend.ts";
+import { OpenCLError } from "../errors.ts";
+import { openLibrary } from "../library.ts";
+
+export type OpenCLSymbols = NativeLibrary<typeof openclSymbols>["symbols"];
+
+let library: NativeLibrary<typeof openclSymbols> | undefined;
+
+/** The loaded library; the first call opens it ($OPENCL_LIBRARY, then the usual names). */
+export function opencl(): NativeLibrary<typeof openclSymbols> {
+  return library ??= openLibrary({
+    name: "OpenCL",
+    envVar: "OPENCL_LIBRARY",
+    candidates: {
+      linux: ["libOpenCL.so.1", "libOpenCL.so"],
+      darwin: ["/System/Library/Frameworks/OpenCL.framework/OpenCL"],
+      win32: ["OpenCL.dll"],
+    },
+    hint: "Install an ICD loader and a driver: Debian/Ubuntu `apt-get install ocl-icd-libopencl1 pocl-opencl-icd` " +
+      "(PoCL runs on the CPU), Fedora `dnf install ocl-icd pocl`, or your GPU vendor's OpenCL driver.",
+  }, openclSymbols);
+}
+
+/** An optional entry point, or an OpenCLError whose sentence says which OpenCL version it needs. */
+export function optionalSymbol(name: keyof OpenCLSymbols, needs: string): (...args: unknown[]) => unknown {
+  const fn = opencl().symbols[name];
+  if (fn === undefined) {
+    throw new OpenCLError(name, -59, `${name} needs ${needs}; the loaded OpenCL library (${opencl().path}) does not export it`);
+  }
+  return fn;
+}
+
+/** One reusable out-slot for `cl_int *errcode_ret`, read right after each call. */
+export const errcode = new Int32Array(new ArrayBuffer(4));
+
+export function check(fn: string, status: number): void {
+  if (status !== 0) throw new OpenCLError(fn, status);
+}
+
+const sizeRet = new BigUint64Array(new ArrayBuffer(8));
+const scratch = new Uint8Array(new ArrayBuffer(8));
+const scratch64 = new BigUint64Array(scratch.buffer);
+const scratch32 = new Uint32Array(scratch.buffer);
+
+type InfoFn = (handle: Pointer, param: number, size: number, value: ArrayBufferView | null, sizeRet: ArrayBufferView | null) => number;
+
+/** Raw bytes of a clGet*Info value. */
+export function infoBytes(fnName: string, fn: InfoFn, handle: Pointer, param: number): Uint8Array {
+  check(fnName, fn(handle, param, 0, null, sizeRet));
+  const out = new Uint8Array(new ArrayBuffer(Number(sizeRet[0])));
+  if (out.length > 0) check(fnName, fn(handle, param, out.length, out, null));
+  return out;
+}
+
+const decoder = new TextDecoder();
+export function infoString(fnName: string, fn: InfoFn, handle: Pointer, param: number): string {
+  const bytes = infoBytes(fnName, fn, handle, param);
+  const end = bytes.indexOf(0);
+  return decoder.decode(end < 0 ? bytes : bytes.subarray(0, end));
+}
+
+export function infoU32(fnName: string, fn: InfoFn, handle: Pointer, param: number): number {
+  check(fnName, fn(handle, param, 4, scratch, null));
+  return scratch32[0];
+}
+
+/** cl_ulong / size_t / bitfield values, as a number (exact below 2^53, which covers memory sizes). */
+export function infoU64(fnName: string, fn: InfoFn, handle: Pointer, param: number, size = 8): number {
+  scratch64[0] = 0n;
+  check(fnName, fn(handle, param, size, scratch, null));
+  return Number(scratch64[0]);
+}
+
+export function infoPointer(fnName: string, fn: InfoFn, handle: Pointer, param: number): Pointer | null {
+  scratch64[0] = 0n;
+  check(fnName, fn(handle, param, 8, scratch, null));
+  return backend.fromAddress(scratch64[0]);
+}
+
+/** A C array of handles (cl_event[], void*[]) with its own ArrayBuffer. */
+export function pointerArray(pointers: readonly (Pointer | null)[]): BigUint64Array {
+  const out = new BigUint64Array(new ArrayBuffer(8 * Math.max(pointers.length, 1)));
+  for (let i = 0; i < pointers.length; i++) out[i] = backend.address(pointers[i]);
+  return out;
+}
+
+/** A one-slot `cl_event *` out-parameter. */
+export function eventSlot(): BigUint64Array {
+  return new BigUint64Array(new ArrayBuffer(8));
+}

@@ -1,0 +1,149 @@
+/** Platforms and devices. OpenCL does not reference-count them (root devices), so they need no release. */
+import type { Pointer } from "../../ffi/types.ts";
+import { backend } from "../backend.ts";
+import { DeviceInfo, DeviceType, PlatformInfo, SVMCapability } from "./constants.ts";
+import { check, infoString, infoU32, infoU64, opencl } from "./native.ts";
+
+const countSlot = new Uint32Array(new ArrayBuffer(4));
+
+function handles(list: BigUint64Array): Pointer[] {
+  return Array.from(list, (address) => backend.fromAddress(address) as Pointer);
+}
+
+/** SVM capabilities of a device (CL_DEVICE_SVM_CAPABILITIES); all false before OpenCL 2.0. */
+export interface SVMCapabilities {
+  readonly coarseGrainBuffer: boolean;
+  readonly fineGrainBuffer: boolean;
+  readonly fineGrainSystem: boolean;
+  readonly atomics: boolean;
+}
+
+/** An OpenCL platform (one driver, e.g. PoCL or NVIDIA CUDA). */
+export class Platform {
+  readonly #handle: Pointer;
+  /** CL_PLATFORM_NAME, e.g. "Portable Computing Language". */
+  readonly name: string;
+  readonly vendor: string;
+  /** CL_PLATFORM_VERSION, e.g. "OpenCL 3.0 PoCL 3.1". */
+  readonly version: string;
+  readonly profile: string;
+  readonly extensions: readonly string[];
+  #devices: Device[] | undefined;
+
+  /** @internal use `cl.getPlatforms()`. */
+  constructor(handle: Pointer) {
+    const s = opencl().symbols;
+    this.#handle = handle;
+    this.name = infoString("clGetPlatformInfo", s.clGetPlatformInfo, handle, PlatformInfo.NAME);
+    this.vendor = infoString("clGetPlatformInfo", s.clGetPlatformInfo, handle, PlatformInfo.VENDOR);
+    this.version = infoString("clGetPlatformInfo", s.clGetPlatformInfo, handle, PlatformInfo.VERSION);
+    this.profile = infoString("clGetPlatformInfo", s.clGetPlatformInfo, handle, PlatformInfo.PROFILE);
+    this.extensions = infoString("clGetPlatformInfo", s.clGetPlatformInfo, handle, PlatformInfo.EXTENSIONS)
+      .split(" ").filter(Boolean);
+  }
+
+  /**
+   * The platform's devices of a type (default: all).
+   * @example const gpus = platform.getDevices(cl.DeviceType.GPU);
+   */
+  getDevices(type: number = DeviceType.ALL): Device[] {
+    if (!Number.isInteger(type) || type <= 0 || type > 0xffffffff) {
+      throw new RangeError(`device type must be a cl.DeviceType bit mask, got ${type}`);
+    }
+    const all = this.#devices ??= this.#query(DeviceType.ALL);
+    return type === DeviceType.ALL ? [...all] : all.filter((d) => (d.typeMask & type) !== 0);
+  }
+
+  #query(type: number): Device[] {
+    const s = opencl().symbols;
+    const status = s.clGetDeviceIDs(this.#handle, type, 0, null, countSlot);
+    if (status === -1) return []; // CL_DEVICE_NOT_FOUND
+    check("clGetDeviceIDs", status);
+    const list = new BigUint64Array(new ArrayBuffer(8 * countSlot[0]));
+    check("clGetDeviceIDs", s.clGetDeviceIDs(this.#handle, type, countSlot[0], list, null));
+    return handles(list).map((h) => new Device(h, this));
+  }
+
+  /** The raw cl_platform_id. Unsafe: valid for the life of the process, but bypasses every check. */
+  get unsafeHandle(): Pointer {
+    return this.#handle;
+  }
+}
+
+/** An OpenCL device with the properties memlife's users ask about most. */
+export class Device {
+  readonly #handle: Pointer;
+  readonly platform: Platform;
+  readonly name: string;
+  readonly vendor: string;
+  /** CL_DEVICE_VERSION, e.g. "OpenCL 3.0 PoCL ...". */
+  readonly version: string;
+  readonly driverVersion: string;
+  /** "cpu", "gpu", "accelerator", "custom" or "default". */
+  readonly type: string;
+  /** The cl_device_type bit mask. */
+  readonly typeMask: number;
+  /** CL_DEVICE_GLOBAL_MEM_SIZE in bytes. */
+  readonly globalMemSize: number;
+  /** CL_DEVICE_MAX_MEM_ALLOC_SIZE in bytes: the largest buffer or SVM allocation. */
+  readonly maxMemAllocSize: number;
+  readonly maxComputeUnits: number;
+  readonly svm: SVMCapabilities;
+
+  /** @internal use `platform.getDevices()`. */
+  constructor(handle: Pointer, platform: Platform) {
+    const s = opencl().symbols;
+    const info = s.clGetDeviceInfo;
+    this.#handle = handle;
+    this.platform = platform;
+    this.name = infoString("clGetDeviceInfo", info, handle, DeviceInfo.NAME);
+    this.vendor = infoString("clGetDeviceInfo", info, handle, DeviceInfo.VENDOR);
+    this.version = infoString("clGetDeviceInfo", info, handle, DeviceInfo.VERSION);
+    this.driverVersion = infoString("clGetDeviceInfo", info, handle, DeviceInfo.DRIVER_VERSION);
+    this.typeMask = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.TYPE);
+    this.type = this.typeMask & DeviceType.GPU ? "gpu" : this.typeMask & DeviceType.CPU ? "cpu"
+      : this.typeMask & DeviceType.ACCELERATOR ? "accelerator" : this.typeMask & DeviceType.CUSTOM ? "custom" : "default";
+    this.globalMemSize = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.GLOBAL_MEM_SIZE);
+    this.maxMemAllocSize = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.MAX_MEM_ALLOC_SIZE);
+    this.maxComputeUnits = infoU32("clGetDeviceInfo", info, handle, DeviceInfo.MAX_COMPUTE_UNITS);
+    let caps = 0;
+    try {
+      caps = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.SVM_CAPABILITIES);
+    } catch {
+      caps = 0; // OpenCL 1.x devices reject the query: no SVM
+    }
+    this.svm = Object.freeze({
+      coarseGrainBuffer: (caps & SVMCapability.COARSE_GRAIN_BUFFER) !== 0,
+      fineGrainBuffer: (caps & SVMCapability.FINE_GRAIN_BUFFER) !== 0,
+      fineGrainSystem: (caps & SVMCapability.FINE_GRAIN_SYSTEM) !== 0,
+      atomics: (caps & SVMCapability.ATOMICS) !== 0,
+    });
+  }
+
+  /** The raw cl_device_id. Unsafe: bypasses every check. */
+  get unsafeHandle(): Pointer {
+    return this.#handle;
+  }
+}
+
+let platforms: Platform[] | undefined;
+
+/**
+ * Every OpenCL platform the ICD loader finds (none is an empty list, not an error).
+ * @example for (const p of cl.getPlatforms()) console.log(p.name, p.getDevices().map((d) => d.name));
+ */
+export function getPlatforms(): Platform[] {
+  if (platforms === undefined) {
+    const s = opencl().symbols;
+    const status = s.clGetPlatformIDs(0, null, countSlot);
+    if (status === -1001) { // CL_PLATFORM_NOT_FOUND_KHR: a loader with no driver installed
+      platforms = [];
+    } else {
+      check("clGetPlatformIDs", status);
+      const list = new BigUint64Array(new ArrayBuffer(8 * Math.max(countSlot[0], 1)));
+      check("clGetPlatformIDs", s.clGetPlatformIDs(countSlot[0], list, null));
+      platforms = handles(list.subarray(0, countSlot[0])).map((h) => new Platform(h));
+    }
+  }
+  return [...platforms];
+}

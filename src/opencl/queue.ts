@@ -1,0 +1,250 @@
+/** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
+import type { Pointer } from "../../ffi/types.ts";
+import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
+import { backend } from "../backend.ts";
+import { IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
+import { OpenCLError, ReleasedError } from "../errors.ts";
+import { QueueInfo } from "./constants.ts";
+import { check, errcode, eventSlot, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
+import { Buffer } from "./buffer.ts";
+import { Event, eventFrom, waitList } from "./event.ts";
+import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline } from "./svm.ts";
+import type { Context } from "./context.ts";
+import type { Device } from "./platform.ts";
+
+const net = new SafetyNet<Pointer>((handle) => void opencl().async.clReleaseCommandQueue(handle));
+
+/** Host memory of non-blocking reads and writes, pinned until the command completes. */
+const pinned = new IdTable<ArrayBufferView>();
+let completionTrampoline: ReturnType<typeof backend.callback> | undefined;
+function pinUntilComplete(event: Event, memory: ArrayBufferView): void {
+  completionTrampoline ??= backend.callback(openclCallbacks.eventStatus, (_event: unknown, _status: number, id: number) => {
+    pinned.delete(id);
+  });
+  const id = pinned.add(memory);
+  const status = opencl().symbols.clSetEventCallback(event.handle(), 0 /* CL_COMPLETE */, completionTrampoline, id);
+  if (status !== 0) {
+    pinned.delete(id);
+    throw new OpenCLError("clSetEventCallback", status);
+  }
+}
+
+export interface TransferOptions {
+  /** Byte offset into the buffer (default 0). */
+  offset?: number;
+  /** Events that must complete first. */
+  waitFor?: Event[];
+}
+
+export interface SVMFreeOptions {
+  /**
+   * Called on the JS thread once the free command ran, with this queue and the allocations in the
+   * order given; memlife frees them with clSVMFree right after it returns (or throws). The queue
+   * may be used inside it.
+   */
+  onFree?: SVMFreeCallback;
+  waitFor?: Event[];
+}
+
+function checkRange(buffer: Buffer, offset: number, size: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`offset must be a non-negative integer, got ${offset}`);
+  if (offset + size > buffer.size) {
+    throw new RangeError(`${size} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
+  }
+}
+
+/**
+ * An in-order command queue. Waiting (`finish`, `event.wait`, `readBuffer`) happens off the JS
+ * thread, which stays free to run callbacks.
+ * @example
+ * using queue = ctx.createCommandQueue();
+ * await queue.writeBuffer(buf, new Float32Array([1, 2, 3]));
+ * const back = await queue.readBuffer(buf, new Float32Array(3));
+ */
+export class CommandQueue {
+  #handle: Pointer | null;
+  #refs = 1;
+  /** JS-side completions owed by this queue's commands (onFree callbacks). */
+  #pending = new Set<Promise<void>>();
+  readonly context: Context;
+  readonly device: Device;
+  [inRegistry] = false;
+
+  /** @internal use `ctx.createCommandQueue()`. */
+  constructor(context: Context, device: Device) {
+    const handle = opencl().symbols.clCreateCommandQueue(context.handle(), device.unsafeHandle, 0, errcode) as Pointer | null;
+    if (handle === null) throw new OpenCLError("clCreateCommandQueue", errcode[0]);
+    this.#handle = handle;
+    this.context = context;
+    this.device = device;
+    net.add(this, handle);
+  }
+
+  get alive(): boolean {
+    return this.#handle !== null;
+  }
+
+  /** @internal */
+  handle(): Pointer {
+    if (this.#handle === null) throw new ReleasedError("CommandQueue");
+    return this.#handle;
+  }
+
+  #checkBuffer(buffer: Buffer): Pointer {
+    if (!(buffer instanceof Buffer)) throw new TypeError("expected a cl.Buffer");
+    if (buffer.context !== this.context) throw new TypeError("the buffer belongs to another context than this queue");
+    return buffer.handle();
+  }
+
+  /**
+   * Enqueues a non-blocking write of `data` into `buffer` at `offset`. `data` stays pinned until
+   * the command completes.
+   */
+  enqueueWriteBuffer(buffer: Buffer, data: ArrayBufferView, options: TransferOptions = {}): Event {
+    const handle = this.handle();
+    const mem = this.#checkBuffer(buffer);
+    if (!ArrayBuffer.isView(data)) throw new TypeError("data must be an ArrayBufferView");
+    const offset = options.offset ?? 0;
+    checkRange(buffer, offset, data.byteLength);
+    const { count, list } = waitList(options.waitFor);
+    const slot = eventSlot();
+    check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, data.byteLength, data, count, list, slot));
+    const event = eventFrom(slot);
+    pinUntilComplete(event, data);
+    return event;
+  }
+
+  /** Enqueues a non-blocking read of `buffer` into `target` (pinned until the command completes). */
+  enqueueReadBuffer(buffer: Buffer, target: ArrayBufferView, options: TransferOptions = {}): Event {
+    const handle = this.handle();
+    const mem = this.#checkBuffer(buffer);
+    if (!ArrayBuffer.isView(target)) throw new TypeError("target must be an ArrayBufferView");
+    const offset = options.offset ?? 0;
+    checkRange(buffer, offset, target.byteLength);
+    const { count, list } = waitList(options.waitFor);
+    const slot = eventSlot();
+    check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, target.byteLength, target, count, list, slot));
+    const event = eventFrom(slot);
+    pinUntilComplete(event, target);
+    return event;
+  }
+
+  /** Writes `data` and resolves once it is in the buffer. */
+  async writeBuffer(buffer: Buffer, data: ArrayBufferView, options: TransferOptions = {}): Promise<void> {
+    const event = this.enqueueWriteBuffer(buffer, data, options);
+    try {
+      await event.wait();
+    } finally {
+      event.release();
+    }
+  }
+
+  /** Reads the buffer into `target` (default: a new Uint8Array of the rest of the buffer) and resolves with it. */
+  async readBuffer<T extends ArrayBufferView = Uint8Array>(buffer: Buffer, target?: T, options: TransferOptions = {}): Promise<T> {
+    const into = target ?? (new Uint8Array(buffer.size - (options.offset ?? 0)) as unknown as T);
+    const event = this.enqueueReadBuffer(buffer, into, options);
+    try {
+      await event.wait();
+    } finally {
+      event.release();
+    }
+    return into;
+  }
+
+  /**
+   * Frees SVM allocations in queue order (clEnqueueSVMFree). Each allocation is freed exactly once,
+   * with or without `onFree`, and throws ReleasedError if used afterwards. The returned event's
+   * `wait()` settles after the command completed and `onFree` ran.
+   */
+  enqueueSVMFree(allocations: SVMAllocation[], options: SVMFreeOptions = {}): Event {
+    const handle = this.handle();
+    if (!Array.isArray(allocations)) throw new TypeError("enqueueSVMFree takes an array of cl.SVMAllocation");
+    const { onFree, waitFor } = options;
+    if (onFree !== undefined && typeof onFree !== "function") throw new TypeError("onFree must be a function");
+    const seen = new Set<SVMAllocation>();
+    for (const [i, a] of allocations.entries()) {
+      if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation`);
+      if (a.context !== this.context) throw new TypeError(`allocations[${i}] belongs to another context than this queue`);
+      if (seen.has(a)) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
+      a.pointer(); // ReleasedError if already freed
+      seen.add(a);
+    }
+    const svmFree = optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
+    const { count, list } = waitList(waitFor);
+    const pointers = allocations.map((a) => a.pointer());
+    const array = allocations.length > 0 ? pointerArray(pointers) : null;
+    const slot = eventSlot();
+    const given = [...allocations];
+    if (onFree === undefined) {
+      check("clEnqueueSVMFree", svmFree(handle, pointers.length, array, null, 0, count, list, slot) as number);
+      for (const a of given) a.surrender();
+      return eventFrom(slot);
+    }
+    const { id, settled } = registerFree(this, this.context.handle(), given, pointers, onFree);
+    const status = svmFree(handle, pointers.length, array, svmFreeTrampoline(), id, count, list, slot) as number;
+    if (status !== 0) {
+      abandonFree(id);
+      throw new OpenCLError("clEnqueueSVMFree", status);
+    }
+    for (const a of given) a.surrender();
+    this.#track(settled);
+    return eventFrom(slot, settled);
+  }
+
+  #track(work: Promise<void>): void {
+    const pending = this.#pending;
+    pending.add(work);
+    const forget = () => void pending.delete(work);
+    work.then(forget, forget);
+  }
+
+  /** Issues the queued commands (clFlush). */
+  flush(): void {
+    check("clFlush", opencl().symbols.clFlush(this.handle()));
+  }
+
+  /** Resolves once every queued command completed and their callbacks (e.g. `onFree`) ran. */
+  async finish(): Promise<void> {
+    const status = await opencl().async.clFinish(this.handle()) as number;
+    check("clFinish", status);
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+  }
+
+  /** CL_QUEUE_REFERENCE_COUNT (stale at once: for debugging). */
+  get referenceCount(): number {
+    return infoU64("clGetCommandQueueInfo", opencl().symbols.clGetCommandQueueInfo, this.handle(), QueueInfo.REFERENCE_COUNT, 4);
+  }
+
+  retain(): this {
+    check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(this.handle()));
+    this.#refs++;
+    return this;
+  }
+
+  /**
+   * Drops a reference. The native release waits for callbacks this queue still owes and then runs
+   * off the JS thread (OpenCL may finish the queue inside it, which can wait on callback threads).
+   */
+  release(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    if (--this.#refs === 0) {
+      this.#handle = null;
+      net.remove(this);
+    }
+    const nativeRelease = async () => {
+      check("clReleaseCommandQueue", await opencl().async.clReleaseCommandQueue(handle) as number);
+    };
+    if (this.#pending.size === 0) void nativeRelease();
+    else void Promise.allSettled([...this.#pending]).then(nativeRelease);
+  }
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+
+  /** The raw cl_command_queue. Unsafe: invalid after release. */
+  get unsafeHandle(): Pointer {
+    return this.handle();
+  }
+}

@@ -1,0 +1,203 @@
+/** Shared virtual memory: clSVMAlloc, clSVMFree, and clEnqueueSVMFree with its free callback. */
+import type { Pointer } from "../../ffi/types.ts";
+import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
+import { backend } from "../backend.ts";
+import { defer, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { OpenCLError, ReleasedError } from "../errors.ts";
+import { MemFlags } from "./constants.ts";
+import { optionalSymbol } from "./native.ts";
+import type { Access } from "./buffer.ts";
+import type { Context } from "./context.ts";
+import type { CommandQueue } from "./queue.ts";
+
+export interface SVMOptions {
+  access?: Access;
+  /** CL_MEM_SVM_FINE_GRAIN_BUFFER: host and device see the same bytes without map/unmap. */
+  fineGrain?: boolean;
+  /** CL_MEM_SVM_ATOMICS (needs fineGrain). */
+  atomics?: boolean;
+  /** Alignment in bytes, a power of two; 0 or absent for the device's default. */
+  alignment?: number;
+}
+
+const accessFlags: Record<Access, number> = {
+  read_write: MemFlags.READ_WRITE,
+  read_only: MemFlags.READ_ONLY,
+  write_only: MemFlags.WRITE_ONLY,
+};
+
+/** Safety net: an allocation the program forgot is freed with clSVMFree after it is collected. */
+const net = new SafetyNet<{ context: Pointer; pointer: Pointer }>(({ context, pointer }) => {
+  opencl_clSVMFree()(context, pointer);
+});
+
+function opencl_clSVMFree(): (...args: unknown[]) => unknown {
+  return optionalSymbol("clSVMFree", "an OpenCL 2.0 platform");
+}
+
+/**
+ * One clSVMAlloc allocation. Free it with `release()` (clSVMFree, at once) or in queue order with
+ * `queue.enqueueSVMFree([alloc])`; after either, using it throws ReleasedError.
+ * @example
+ * const a = ctx.svmAlloc(1024, { fineGrain: true });
+ * new Uint8Array(a.arrayBuffer).fill(7);
+ * await queue.enqueueSVMFree([a]).wait();
+ */
+export class SVMAllocation {
+  #pointer: Pointer | null;
+  readonly context: Context;
+  /** Size in bytes. */
+  readonly size: number;
+  readonly fineGrain: boolean;
+  #address: bigint;
+  [inRegistry] = false;
+
+  /** @internal use `ctx.svmAlloc()`. */
+  constructor(context: Context, size: number, options: SVMOptions = {}) {
+    if (!Number.isSafeInteger(size) || size <= 0) {
+      throw new RangeError(`SVM size must be a positive integer number of bytes, got ${size}`);
+    }
+    if (typeof options !== "object" || options === null) throw new TypeError("svmAlloc options must be an object");
+    const { access = "read_write", fineGrain = false, atomics = false, alignment = 0 } = options;
+    const accessFlag = accessFlags[access];
+    if (accessFlag === undefined) throw new TypeError(`access must be "read_write", "read_only" or "write_only", got ${String(access)}`);
+    if (!Number.isInteger(alignment) || alignment < 0 || (alignment & (alignment - 1)) !== 0) {
+      throw new RangeError(`alignment must be 0 or a power of two, got ${alignment}`);
+    }
+    if (atomics && !fineGrain) throw new TypeError("atomics: true needs fineGrain: true (CL_MEM_SVM_ATOMICS is only valid with CL_MEM_SVM_FINE_GRAIN_BUFFER)");
+    for (const device of context.devices) {
+      const caps = device.svm;
+      const missing = !caps.coarseGrainBuffer ? "shared virtual memory"
+        : fineGrain && !caps.fineGrainBuffer ? "fine-grain SVM buffers"
+        : atomics && !caps.atomics ? "SVM atomics" : undefined;
+      if (missing) throw new OpenCLError("clSVMAlloc", -59, `device "${device.name}" does not support ${missing} (CL_DEVICE_SVM_CAPABILITIES)`);
+      if (size > device.maxMemAllocSize) {
+        throw new RangeError(`SVM size ${size} exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE (${device.maxMemAllocSize}) of "${device.name}"`);
+      }
+    }
+    const flags = accessFlag | (fineGrain ? MemFlags.SVM_FINE_GRAIN_BUFFER : 0) | (atomics ? MemFlags.SVM_ATOMICS : 0);
+    const pointer = optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform")(context.handle(), flags, size, alignment) as Pointer | null;
+    if (pointer === null) {
+      // clSVMAlloc reports no code; after the checks above, NULL means the allocation itself failed.
+      throw new OpenCLError("clSVMAlloc", -4, `returned NULL for ${size} bytes (it gives no error code)`);
+    }
+    this.#pointer = pointer;
+    this.#address = backend.address(pointer);
+    this.context = context;
+    this.size = size;
+    this.fineGrain = fineGrain;
+    context.adopt(this);
+    net.add(this, { context: context.handle(), pointer });
+  }
+
+  get alive(): boolean {
+    return this.#pointer !== null;
+  }
+
+  /** The SVM pointer as a number-like address, valid on host and device. */
+  get address(): bigint {
+    if (this.#pointer === null) throw new ReleasedError("SVMAllocation");
+    return this.#address;
+  }
+
+  /** @internal */
+  pointer(): Pointer {
+    if (this.#pointer === null) throw new ReleasedError("SVMAllocation");
+    return this.#pointer;
+  }
+
+  /**
+   * The memory as an ArrayBuffer, no copy (fine-grain allocations only: coarse-grain SVM must be
+   * mapped first). Do not touch it after the allocation is freed.
+   */
+  get arrayBuffer(): ArrayBuffer {
+    const pointer = this.pointer();
+    if (!this.fineGrain) throw new TypeError("only fine-grain SVM (svmAlloc(size, { fineGrain: true })) can be viewed from the host without mapping");
+    return backend.arrayBuffer(pointer, this.size);
+  }
+
+  /** @internal The allocation now belongs to a free command (or is freed): no more use. */
+  surrender(): Pointer {
+    const pointer = this.pointer();
+    this.#pointer = null;
+    net.remove(this);
+    this.context.disown(this);
+    return pointer;
+  }
+
+  /** Frees it now with clSVMFree. Prefer `enqueueSVMFree` while commands may still use it. */
+  release(): void {
+    if (this.#pointer === null) return;
+    const context = this.context.handle();
+    opencl_clSVMFree()(context, this.surrender());
+  }
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+}
+
+// --- clEnqueueSVMFree ----------------------------------------------------------------------------
+
+export type SVMFreeCallback = (queue: CommandQueue, allocations: SVMAllocation[]) => void;
+
+interface PendingFree {
+  readonly queue: CommandQueue;
+  readonly context: Pointer;
+  readonly allocations: SVMAllocation[];
+  /** Kept here: in Bun the native svm_pointers array is gone by the time the callback runs. */
+  readonly pointers: Pointer[];
+  readonly onFree: SVMFreeCallback;
+  readonly done: (error?: unknown) => void;
+}
+
+const pendingFrees = new IdTable<PendingFree>();
+
+let trampoline: ReturnType<typeof backend.callback> | undefined;
+export function svmFreeTrampoline(): ReturnType<typeof backend.callback> {
+  return trampoline ??= backend.callback(openclCallbacks.svmFree, (_queue: unknown, _count: number, _pointers: unknown, id: number) => {
+    const entry = pendingFrees.delete(id);
+    if (entry === undefined) return;
+    paid();
+    defer(() => runFree(entry));
+  });
+}
+
+function runFree(entry: PendingFree): void {
+  let failure: unknown;
+  try {
+    entry.onFree(entry.queue, entry.allocations);
+  } catch (error) {
+    failure = error;
+    reportCallbackError(error, "svmFree");
+  } finally {
+    // pfn_free_func owns the freeing: every pointer exactly once, whatever onFree did.
+    const free = opencl_clSVMFree();
+    for (const pointer of entry.pointers) free(entry.context, pointer);
+  }
+  entry.done(failure);
+}
+
+/** Registers a free whose callback is owed; returns its user_data id and the promise it settles. */
+export function registerFree(
+  queue: CommandQueue,
+  context: Pointer,
+  allocations: SVMAllocation[],
+  pointers: Pointer[],
+  onFree: SVMFreeCallback,
+): { id: number; settled: Promise<void> } {
+  let done!: (error?: unknown) => void;
+  const settled = new Promise<void>((resolve, reject) => {
+    done = (error) => (error === undefined ? resolve() : reject(error));
+  });
+  // Bookkeeping copies of `settled` must not turn a throwing onFree into an unhandled rejection
+  // too: it is reported once, and `event.wait()` still rejects with it.
+  settled.catch(() => {});
+  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, done });
+  owe();
+  return { id, settled };
+}
+
+export function abandonFree(id: number): void {
+  if (pendingFrees.delete(id) !== undefined) paid();
+}
