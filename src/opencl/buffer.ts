@@ -198,8 +198,6 @@ export class Buffer {
         throw new OpenCLError("clSetMemObjectDestructorCallback", status);
       }
       this.#destructor = entry;
-      // Held by the id table until the callback arrives: the safety net cannot apply any more.
-      net.remove(this);
     }
     return entry;
   }
@@ -213,6 +211,7 @@ export class Buffer {
     if (typeof callback !== "function") {
       throw new TypeError("setDestructorCallback takes a function (clSetMemObjectDestructorCallback rejects NULL with CL_INVALID_VALUE)");
     }
+    this.handle(); // ReleasedError: the memory object may already be gone
     this.#watch().callbacks.push(callback);
   }
 
@@ -272,7 +271,7 @@ export class Buffer {
     const last = --this.#refs === 0;
     if (last) {
       this.#handle = null;
-      if (this.#destructor === undefined) net.remove(this);
+      net.remove(this);
     }
     const status = opencl().symbols.clReleaseMemObject(handle);
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);

@@ -1,0 +1,465 @@
+/** OpenCL: the seeds' semantics (destructor callbacks, SVM free), errors, threads, lifetimes. */
+import { after, assert, describe, gc, runScript, runtime, skip, sleep, test, withTimeout } from "./harness.ts";
+import { cl, LibraryLoadError, onCallbackError, OpenCLError, ReleasedError, runtime as loaded } from "../src/mod.ts";
+
+const ctx = cl.createContext();
+const device = ctx.devices[0];
+const queue = ctx.createCommandQueue();
+after(() => {
+  queue.release();
+  ctx.release();
+});
+
+function needSVM(fineGrain = false): void {
+  if (!device.svm.coarseGrainBuffer) skip(`device "${device.name}" has no SVM (CL_DEVICE_SVM_CAPABILITIES = 0)`);
+  if (fineGrain && !device.svm.fineGrainBuffer) skip(`device "${device.name}" has no fine-grain SVM buffers`);
+}
+
+/** Collects errors that callbacks throw, instead of the default (rethrow as uncaught). */
+function captureCallbackErrors(): { errors: unknown[]; stop: () => void } {
+  const errors: unknown[] = [];
+  onCallbackError((error) => errors.push(error));
+  return { errors, stop: () => onCallbackError(null) };
+}
+
+test(`the ${runtime} backend is the one loaded`, () => {
+  assert.equal(loaded, runtime);
+});
+
+describe("platforms and devices", () => {
+  test("platforms and devices have their info", () => {
+    const platforms = cl.getPlatforms();
+    assert.ok(platforms.length > 0);
+    for (const p of platforms) {
+      assert.match(p.version, /^OpenCL \d+\.\d+/);
+      assert.ok(p.name.length > 0);
+      for (const d of p.getDevices()) {
+        assert.ok(d.name.length > 0 && d.globalMemSize > 0 && d.maxMemAllocSize > 0);
+        assert.ok(d.maxMemAllocSize <= d.globalMemSize);
+        assert.equal(typeof d.svm.fineGrainBuffer, "boolean");
+        assert.ok(["cpu", "gpu", "accelerator", "custom", "default"].includes(d.type));
+      }
+    }
+    assert.throws(() => platforms[0].getDevices(0), RangeError);
+  });
+});
+
+describe("clSetMemObjectDestructorCallback", () => {
+  test("three destructor callbacks run in reverse order, each once, never inside release()", async () => {
+    const buf = ctx.createBuffer(1024);
+    const order: number[] = [];
+    let inRelease = false;
+    let ranInside = false;
+    for (const n of [1, 2, 3]) {
+      buf.setDestructorCallback((b) => {
+        if (inRelease) ranInside = true;
+        assert.equal(b, buf);
+        order.push(n);
+      });
+    }
+    inRelease = true;
+    buf.release();
+    inRelease = false;
+    await withTimeout(buf.destroyed, 10_000, "destroyed");
+    assert.deepEqual(order, [3, 2, 1]);
+    assert.equal(ranInside, false);
+    await sleep(20);
+    assert.deepEqual(order, [3, 2, 1], "no callback ran twice");
+  });
+
+  test("a buffer released while a queued command uses it is destroyed after the command", async () => {
+    const gate = ctx.createUserEvent();
+    const buf = ctx.createBuffer(4096);
+    let destroyed = false;
+    buf.setDestructorCallback(() => (destroyed = true));
+    const write = queue.enqueueWriteBuffer(buf, new Uint8Array(4096).fill(1), { waitFor: [gate] });
+    queue.flush();
+    buf.release();
+    assert.throws(() => buf.referenceCount, ReleasedError);
+    await sleep(50);
+    assert.equal(destroyed, false, "the write command still holds the buffer");
+    gate.setStatus(cl.ExecutionStatus.COMPLETE);
+    await write.wait();
+    await queue.finish();
+    await withTimeout(buf.destroyed, 10_000, "destroyed");
+    assert.equal(destroyed, true);
+    write.release();
+    gate.release();
+  });
+
+  test("a throwing callback does not stop the others; destroyed rejects; the error is reported", async () => {
+    const { errors, stop } = captureCallbackErrors();
+    try {
+      const buf = ctx.createBuffer(64);
+      const ran: string[] = [];
+      buf.setDestructorCallback(() => ran.push("first"));
+      buf.setDestructorCallback(() => {
+        throw new Error("boom");
+      });
+      buf.setDestructorCallback(() => ran.push("last"));
+      const destroyed = buf.destroyed;
+      buf.release();
+      await assert.rejects(withTimeout(destroyed, 10_000, "destroyed"), /boom/);
+      assert.deepEqual(ran, ["last", "first"]);
+      assert.equal(errors.length, 1);
+      assert.match(String(errors[0]), /boom/);
+    } finally {
+      stop();
+    }
+  });
+
+  test("an uncaught callback error surfaces as an uncaught exception (child process)", async () => {
+    const result = await runScript(new URL("./fixtures/opencl-throwing-callback.ts", import.meta.url), [], { timeout: 30_000 });
+    assert.equal(result.timedOut, false);
+    assert.notEqual(result.code, 0, "an uncaught error must not exit 0");
+    assert.match(result.stdout + result.stderr, /destructor says no/);
+  });
+
+  test("destroyed settles for a buffer with no callbacks, if read before release", async () => {
+    const buf = ctx.createBuffer(128);
+    const destroyed = buf.destroyed;
+    buf.release();
+    await withTimeout(destroyed, 10_000, "destroyed");
+    const late = ctx.createBuffer(128);
+    late.release();
+    await assert.rejects(late.destroyed, ReleasedError);
+  });
+
+  test("retain() needs a matching release() before the object is destroyed", async () => {
+    const buf = ctx.createBuffer(256);
+    buf.retain();
+    assert.equal(buf.referenceCount, 2);
+    let destroyed = false;
+    buf.setDestructorCallback(() => (destroyed = true));
+    buf.release();
+    await sleep(20);
+    assert.equal(destroyed, false);
+    assert.equal(buf.referenceCount, 1);
+    buf.release();
+    await withTimeout(buf.destroyed, 10_000, "destroyed");
+    assert.equal(destroyed, true);
+    buf.release(); // a further release is a no-op
+    assert.throws(() => buf.setDestructorCallback(() => {}), ReleasedError);
+  });
+});
+
+describe("buffers", () => {
+  test("hostPtr copy, use and alloc hold the data", async () => {
+    const data = Float32Array.from({ length: 256 }, (_, i) => i * 0.5);
+    for (const hostPtr of ["copy", "use", "alloc"] as const) {
+      const buf = ctx.createBuffer(data, { hostPtr });
+      const back = await queue.readBuffer(buf, new Float32Array(256));
+      assert.deepEqual(back, data, hostPtr);
+      buf.release();
+    }
+    const plain = ctx.createBuffer(16, { access: "read_only" });
+    assert.equal(plain.flags & cl.MemFlags.READ_ONLY, cl.MemFlags.READ_ONLY);
+    plain.release();
+  });
+
+  test("a hostPtr use buffer works on the caller's memory", async () => {
+    const host = new Uint8Array(64);
+    const buf = ctx.createBuffer(host, { hostPtr: "use" });
+    assert.equal(buf.hostPointer !== 0n, true);
+    await queue.writeBuffer(buf, new Uint8Array(64).fill(9));
+    await queue.readBuffer(buf, new Uint8Array(64)); // makes the device copy visible to the host on every driver
+    buf.release();
+    await withTimeout(buf.destroyed, 10_000, "destroyed");
+  });
+
+  test("bad arguments throw TypeError or RangeError before any native call", () => {
+    assert.throws(() => ctx.createBuffer(0), RangeError);
+    assert.throws(() => ctx.createBuffer(-1), RangeError);
+    assert.throws(() => ctx.createBuffer(1.5), RangeError);
+    assert.throws(() => ctx.createBuffer("12" as unknown as number), TypeError);
+    assert.throws(() => ctx.createBuffer(16, { hostPtr: "use" }), TypeError);
+    assert.throws(() => ctx.createBuffer(new Uint8Array(4), { hostPtr: "borrow" as "use" }), TypeError);
+    assert.throws(() => ctx.createBuffer(16, { access: "rw" as "read_write" }), TypeError);
+    const buf = ctx.createBuffer(16);
+    assert.throws(() => buf.setDestructorCallback(null as unknown as () => void), TypeError);
+    assert.throws(() => queue.enqueueWriteBuffer(buf, new Uint8Array(32)), RangeError);
+    assert.throws(() => queue.enqueueReadBuffer(buf, new Uint8Array(4), { offset: -1 }), RangeError);
+    buf.release();
+  });
+
+  test("native failures are OpenCLErrors naming the function and code", () => {
+    const tooBig = device.maxMemAllocSize + 1;
+    assert.throws(() => ctx.createBuffer(tooBig), (e: unknown) =>
+      e instanceof OpenCLError && e.fn === "clCreateBuffer" && e.codeName === "CL_INVALID_BUFFER_SIZE" && e.code === -61);
+  });
+
+  test("use after release throws ReleasedError; a second release is a no-op", () => {
+    const buf = ctx.createBuffer(16);
+    buf.release();
+    buf.release();
+    buf[Symbol.dispose]();
+    assert.throws(() => buf.retain(), ReleasedError);
+    assert.throws(() => queue.enqueueWriteBuffer(buf, new Uint8Array(4)), ReleasedError);
+    const other = cl.createContext([device]);
+    other.release();
+    other.release();
+    assert.throws(() => other.createBuffer(16), ReleasedError);
+  });
+
+  test("using disposes at the end of the block", async () => {
+    let destroyed: Promise<void>;
+    {
+      using buf = ctx.createBuffer(32);
+      destroyed = buf.destroyed;
+    }
+    await withTimeout(destroyed, 10_000, "destroyed");
+  });
+});
+
+describe("the seeds' error codes, through the raw bindings", () => {
+  const s = cl.library().symbols;
+  test("clSetMemObjectDestructorCallback: CL_INVALID_MEM_OBJECT, CL_INVALID_VALUE", () => {
+    assert.equal(s.clSetMemObjectDestructorCallback(null, null, 0), -38);
+    const buf = ctx.createBuffer(16);
+    assert.equal(s.clSetMemObjectDestructorCallback(buf.unsafeHandle, null, 0), -30);
+    buf.release();
+    assert.equal(new OpenCLError("clSetMemObjectDestructorCallback", -38).codeName, "CL_INVALID_MEM_OBJECT");
+  });
+
+  test("clEnqueueSVMFree: CL_INVALID_COMMAND_QUEUE, CL_INVALID_VALUE, CL_INVALID_EVENT_WAIT_LIST", () => {
+    needSVM();
+    const a = ctx.svmAlloc(64);
+    const pointers = new BigUint64Array([a.address]);
+    const events = new BigUint64Array(new ArrayBuffer(8));
+    const q = queue.unsafeHandle;
+    assert.equal(s.clEnqueueSVMFree(null, 1, pointers, null, 0, 0, null, null), -36);
+    assert.equal(s.clEnqueueSVMFree(q, 0, pointers, null, 0, 0, null, null), -30);
+    assert.equal(s.clEnqueueSVMFree(q, 1, null, null, 0, 0, null, null), -30);
+    assert.equal(s.clEnqueueSVMFree(q, 1, pointers, null, 0, 1, null, null), -57);
+    assert.equal(s.clEnqueueSVMFree(q, 1, pointers, null, 0, 0, events, null), -57);
+    a.release(); // every call above failed: the allocation is still ours to free
+  });
+
+  test("a failed event in waitFor fails the command: CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST", async () => {
+    const gate = ctx.createUserEvent();
+    const buf = ctx.createBuffer(16);
+    const write = queue.enqueueWriteBuffer(buf, new Uint8Array(16), { waitFor: [gate] });
+    gate.setStatus(-1);
+    await assert.rejects(write.wait(), (e: unknown) => e instanceof OpenCLError && e.code === -14 && e.fn === "clWaitForEvents");
+    assert.ok(write.status < 0);
+    write.release();
+    gate.release();
+    buf.release();
+    await queue.finish().catch(() => {});
+  });
+
+  test("a waitFor list of foreign objects is a TypeError", () => {
+    needSVM();
+    const a = ctx.svmAlloc(64);
+    assert.throws(() => queue.enqueueSVMFree([a], { waitFor: [{}] as unknown as cl.Event[] }), TypeError);
+    assert.throws(() => queue.enqueueSVMFree([a, a]), TypeError);
+    a.release();
+  });
+});
+
+describe("clEnqueueSVMFree", () => {
+  test("32 allocations of 1 KiB freed with onFree: same allocations in order, queue usable inside", async () => {
+    needSVM();
+    const allocs = Array.from({ length: 32 }, () => ctx.svmAlloc(1024));
+    const addresses = allocs.map((a) => a.address);
+    let seen: { queue: cl.CommandQueue; allocs: cl.SVMAllocation[] } | undefined;
+    let innerFree: cl.Event | undefined;
+    const event = queue.enqueueSVMFree(allocs, {
+      onFree: (q, freed) => {
+        seen = { queue: q, allocs: freed };
+        // the queue is usable inside the callback
+        innerFree = q.enqueueSVMFree([ctx.svmAlloc(64)]);
+        q.flush();
+      },
+    });
+    assert.equal(event.commandType, cl.CommandType.SVM_FREE);
+    assert.equal(event.commandType, 0x1209);
+    await withTimeout(event.wait(), 10_000, "event.wait()");
+    assert.ok(seen, "onFree ran before wait() settled");
+    assert.equal(seen.queue, queue);
+    assert.deepEqual(seen.allocs, allocs);
+    assert.deepEqual(seen.allocs.map((a, i) => addresses[i]), addresses);
+    assert.throws(() => allocs[0].address, ReleasedError);
+    await withTimeout(innerFree!.wait(), 10_000, "inner free");
+    innerFree!.release();
+    event.release();
+  });
+
+  test("without onFree, allocations are freed by OpenCL and unusable at once", async () => {
+    needSVM();
+    const allocs = [ctx.svmAlloc(256), ctx.svmAlloc(512)];
+    const event = queue.enqueueSVMFree(allocs);
+    assert.throws(() => allocs[1].address, ReleasedError);
+    assert.throws(() => queue.enqueueSVMFree(allocs), ReleasedError);
+    allocs[0].release(); // already freed: a no-op
+    await withTimeout(event.wait(), 10_000, "wait");
+    event.release();
+  });
+
+  test("a throwing onFree still frees every allocation, rejects wait() and is reported", async () => {
+    needSVM();
+    const { errors, stop } = captureCallbackErrors();
+    try {
+      const event = queue.enqueueSVMFree([ctx.svmAlloc(64)], {
+        onFree: () => {
+          throw new Error("onFree failed");
+        },
+      });
+      await assert.rejects(withTimeout(event.wait(), 10_000, "wait"), /onFree failed/);
+      await queue.finish();
+      assert.equal(errors.length, 1);
+      event.release();
+    } finally {
+      stop();
+    }
+  });
+
+  test("fine-grain SVM is visible from the host as an ArrayBuffer", () => {
+    needSVM(true);
+    const a = ctx.svmAlloc(256, { fineGrain: true });
+    const bytes = new Uint8Array(a.arrayBuffer);
+    bytes.fill(5);
+    assert.equal(new Uint8Array(a.arrayBuffer)[255], 5);
+    a.release();
+    assert.throws(() => a.arrayBuffer, ReleasedError);
+  });
+
+  test("svmAlloc checks its arguments first", () => {
+    needSVM();
+    assert.throws(() => ctx.svmAlloc(0), RangeError);
+    assert.throws(() => ctx.svmAlloc(64, { alignment: 3 }), RangeError);
+    assert.throws(() => ctx.svmAlloc(device.maxMemAllocSize + 1), RangeError);
+    assert.throws(() => ctx.svmAlloc(64, { atomics: true }), TypeError);
+  });
+});
+
+describe("threads", () => {
+  test("an SVM free callback from a PoCL worker arrives while the JS thread awaits finish()", async () => {
+    needSVM();
+    let freed = 0;
+    for (let i = 0; i < 8; i++) queue.enqueueSVMFree([ctx.svmAlloc(4096)], { onFree: () => freed++ }).release();
+    await withTimeout(queue.finish(), 10_000, "finish()");
+    assert.equal(freed, 8);
+  });
+
+  test("a callback from a worker arrives while the JS thread is idle", async () => {
+    needSVM();
+    const gate = ctx.createUserEvent();
+    const arrived = new Promise<void>((resolve) => {
+      queue.enqueueSVMFree([ctx.svmAlloc(64)], { onFree: () => resolve(), waitFor: [gate] }).release();
+    });
+    queue.flush();
+    setTimeout(() => gate.setStatus(0), 20);
+    await withTimeout(arrived, 10_000, "onFree while idle");
+    gate.release();
+  });
+
+  test("a destructor from a command's worker arrives while the JS thread awaits", async () => {
+    const gate = ctx.createUserEvent();
+    const buf = ctx.createBuffer(1 << 16);
+    const destroyed = buf.destroyed;
+    queue.enqueueWriteBuffer(buf, new Uint8Array(1 << 16), { waitFor: [gate] }).release();
+    queue.flush();
+    buf.release();
+    setTimeout(() => gate.setStatus(0), 20);
+    await withTimeout(destroyed, 10_000, "destroyed");
+    gate.release();
+  });
+
+  test("releasing a queue and context with frees in flight neither deadlocks nor loses a callback", async () => {
+    needSVM();
+    const c = cl.createContext([device]);
+    const q = c.createCommandQueue();
+    const gate = c.createUserEvent();
+    let freed = false;
+    const event = q.enqueueSVMFree([c.svmAlloc(128)], { onFree: () => (freed = true), waitFor: [gate] });
+    q.flush();
+    q.release();
+    c.release();
+    gate.setStatus(0);
+    await withTimeout(event.wait(), 10_000, "wait after release");
+    assert.equal(freed, true);
+    event.release();
+    gate.release();
+  });
+
+  test("exit with callbacks in flight exits with the program's own code (child process)", async () => {
+    const result = await runScript(new URL("./fixtures/opencl-exit.ts", import.meta.url), [], { timeout: 30_000 });
+    assert.equal(result.timedOut, false, "the child hung");
+    assert.equal(result.code, 3, result.stderr);
+  });
+});
+
+describe("lifetimes", () => {
+  test("a hostPtr use buffer keeps its memory through forced GC until destroyed", async () => {
+    let buf: cl.Buffer | undefined;
+    let weak: WeakRef<Uint8Array>;
+    {
+      const host = new Uint8Array(1 << 20).fill(42);
+      weak = new WeakRef(host);
+      buf = ctx.createBuffer(host, { hostPtr: "use" });
+    }
+    for (let i = 0; i < 3; i++) {
+      gc();
+      await sleep(0);
+    }
+    assert.ok(weak.deref() !== undefined, "the host memory is pinned while the buffer lives");
+    const back = await queue.readBuffer(buf, new Uint8Array(1 << 20));
+    assert.equal(back[0], 42);
+    assert.equal(back[(1 << 20) - 1], 42);
+    const destroyed = buf.destroyed;
+    buf.release();
+    buf = undefined;
+    await withTimeout(destroyed, 10_000, "destroyed");
+  });
+
+  test("100 000 buffers with callbacks under forced GC: every callback exactly once", async () => {
+    const n = 100_000;
+    const counts = new Uint8Array(n);
+    for (let i = 0; i < n; i++) {
+      const buf = ctx.createBuffer(64);
+      buf.setDestructorCallback(() => counts[i]++);
+      buf.release();
+      if (i % 20_000 === 0) gc();
+    }
+    let last: Promise<void> | undefined;
+    {
+      const buf = ctx.createBuffer(64);
+      last = buf.destroyed;
+      buf.release();
+    }
+    gc();
+    await withTimeout(last, 30_000, "last destroyed");
+    await queue.finish();
+    await sleep(10);
+    let once = 0;
+    for (let i = 0; i < n; i++) if (counts[i] === 1) once++;
+    assert.equal(once, n);
+  }, { timeout: 120_000 });
+
+  test("buffers dropped without release are released by the safety net", async () => {
+    const before = ctx.referenceCount;
+    for (let i = 0; i < 1000; i++) ctx.createBuffer(64);
+    await sleep(10); // the nursery registers survivors at the end of the turn
+    for (let i = 0; i < 5; i++) {
+      gc();
+      await sleep(20);
+    }
+    assert.ok(ctx.referenceCount <= before + 10, `context references: ${before} before, ${ctx.referenceCount} after`);
+  }, { timeout: 30_000 });
+});
+
+describe("library loading", () => {
+  test("a missing library is a LibraryLoadError listing the paths tried and the packages", async () => {
+    const result = await runScript(new URL("./fixtures/opencl-missing.ts", import.meta.url), [], {
+      env: { OPENCL_LIBRARY: "/nonexistent/libOpenCL.so.1" },
+      timeout: 30_000,
+    });
+    assert.equal(result.code, 0, result.stderr);
+    const report = JSON.parse(result.stdout.trim().split("\n").pop()!);
+    assert.equal(report.name, "LibraryLoadError");
+    assert.deepEqual(report.tried, ["/nonexistent/libOpenCL.so.1"]);
+    assert.match(report.message, /ocl-icd-libopencl1/);
+    assert.ok(LibraryLoadError.prototype instanceof Error);
+  });
+});
