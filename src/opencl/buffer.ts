@@ -64,6 +64,12 @@ function settled(errors: unknown[]): Promise<void> {
   return Promise.reject(errors.length === 1 ? errors[0] : new AggregateError(errors, "destructor callbacks threw"));
 }
 
+function pending(entry: Destructor): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    entry.settle = (errors) => void settled(errors).then(resolve, reject);
+  });
+}
+
 const net = new SafetyNet<Pointer>((handle) => opencl().symbols.clReleaseMemObject(handle));
 
 export type HostPtrMode = "use" | "copy" | "alloc";
@@ -228,20 +234,7 @@ export class Buffer {
       }
       entry = this.#watch();
     }
-    if (entry.promise === undefined) {
-      if (entry.outcome !== undefined) {
-        entry.promise = settled(entry.outcome.errors);
-      } else {
-        const current = entry;
-        current.promise = new Promise<void>((resolve, reject) => {
-          current.settle = (errors) => {
-            if (errors.length === 0) resolve();
-            else reject(errors.length === 1 ? errors[0] : new AggregateError(errors, "destructor callbacks threw"));
-          };
-        });
-      }
-    }
-    return entry.promise;
+    return entry.promise ??= entry.outcome !== undefined ? settled(entry.outcome.errors) : pending(entry);
   }
 
   /** CL_MEM_REFERENCE_COUNT (OpenCL says: stale at once, for debugging). */

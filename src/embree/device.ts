@@ -1,0 +1,163 @@
+/** Embree devices: the parent of scenes, and the owner of the memory monitor and budget. */
+import type { Pointer } from "../../ffi/types.ts";
+import { backend } from "../backend.ts";
+import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { EmbreeError, ReleasedError } from "../errors.ts";
+import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
+import { DeviceState, type MemoryMonitor, type MemoryStats } from "./state.ts";
+import { Scene } from "./scene.ts";
+
+const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) => state.release("rtcReleaseDevice", handle));
+
+let firstVersion: Version | null = null;
+
+/** The version of the loaded Embree, known once a device was made (null before). */
+export function loadedVersion(): Version | null {
+  return firstVersion;
+}
+
+/**
+ * An Embree device (rtcNewDevice). Its memory is accounted from the start: the native monitor is
+ * installed when the device is made, so `memory` covers every allocation the device ever made.
+ * A device outlives its scenes: releasing it leaves them usable, and the monitor keeps seeing
+ * their memory until they are released too.
+ * @example
+ * using device = rtc.newDevice("threads=0");
+ * device.setMemoryBudget(64 << 20);
+ * using scene = device.newScene();
+ * scene.addTriangleMesh(vertices, indices);
+ * await scene.commit(); // rejects with RTC_ERROR_OUT_OF_MEMORY past 64 MiB
+ */
+export class Device {
+  #handle: Pointer | null;
+  #refs = 1;
+  readonly #state: DeviceState;
+  /** The configuration string given to rtcNewDevice. */
+  readonly config: string;
+  readonly version: Version;
+  [inRegistry] = false;
+
+  /** @internal use `rtc.newDevice()`. */
+  constructor(config = "") {
+    if (typeof config !== "string") throw new TypeError("rtc.newDevice takes a configuration string such as \"threads=4\"");
+    const lib = embree();
+    const handle = lib.symbols.rtcNewDevice(config) as Pointer | null;
+    if (handle === null) {
+      // No device, so no error function: the code is in Embree's per-thread slot, on this thread.
+      const code = lib.symbols.rtcGetDeviceError(null) as number;
+      const last = lib.symbols.rtcGetDeviceLastErrorMessage?.(null) as Pointer | null | undefined;
+      const message = last ? backend.readCString(last) : `cannot create a device with the configuration ${JSON.stringify(config)}`;
+      throw new EmbreeError("rtcNewDevice", code, message);
+    }
+    this.#handle = handle;
+    this.config = config;
+    this.#state = new DeviceState(handle);
+    this.version = versionFrom(Number(lib.symbols.rtcGetDeviceProperty(handle, DeviceProperty.VERSION)));
+    firstVersion ??= this.version;
+    net.add(this, { handle, state: this.#state });
+  }
+
+  get alive(): boolean {
+    return this.#handle !== null;
+  }
+
+  /** @internal */
+  handle(): Pointer {
+    if (this.#handle === null) throw new ReleasedError("rtc.Device");
+    return this.#handle;
+  }
+
+  /** @internal */
+  get state(): DeviceState {
+    return this.#state;
+  }
+
+  /** A new, empty scene of this device (rtcNewScene). */
+  newScene(): Scene {
+    const handle = this.handle();
+    return new Scene(this, this.#state.call("rtcNewScene", () => embree().symbols.rtcNewScene(handle) as Pointer | null));
+  }
+
+  /**
+   * rtcGetDeviceProperty, e.g. `DeviceProperty.TASKING_SYSTEM` (128: 0 internal, 1 TBB, 2 PPL).
+   * Throws EmbreeError for a property this Embree does not know.
+   */
+  getProperty(property: number): number {
+    if (!Number.isInteger(property) || property < 0) throw new RangeError(`property must be a non-negative integer, got ${property}`);
+    const handle = this.handle();
+    return Number(this.#state.call("rtcGetDeviceProperty", () => embree().symbols.rtcGetDeviceProperty(handle, property)));
+  }
+
+  /**
+   * Sets the memory monitor (rtcSetDeviceMemoryMonitorFunction), or unsets it with `null`.
+   * It runs on the JS thread, one call at a time, also for allocations of Embree's worker threads
+   * (which wait for its answer); only an explicit `false` refuses. An exception counts as `false`:
+   * it goes to `onCallbackError` and becomes the `cause` of the EmbreeError that follows.
+   * Replacing it while a commit runs is fine: each call asks the monitor set at that moment.
+   */
+  setMemoryMonitorFunction(monitor: MemoryMonitor | null): void {
+    if (monitor !== null && typeof monitor !== "function") {
+      throw new TypeError("setMemoryMonitorFunction takes a function (bytes, post) => boolean, or null");
+    }
+    this.handle();
+    // The native monitor is memlife's, installed for the device's whole life: only the JS side changes.
+    this.#state.monitor = monitor;
+  }
+
+  /**
+   * Refuses every allocation that would take `memory.bytes` over `bytes` (RTC_ERROR_OUT_OF_MEMORY),
+   * before the monitor is asked; `null` removes the budget. Enforced on the JS thread like the monitor.
+   */
+  setMemoryBudget(bytes: number | null): void {
+    if (bytes !== null && (typeof bytes !== "number" || !(bytes >= 0) || !Number.isFinite(bytes))) {
+      throw new RangeError(`a memory budget is a non-negative number of bytes or null, got ${String(bytes)}`);
+    }
+    this.handle();
+    this.#state.budget = bytes;
+  }
+
+  get memoryBudget(): number | null {
+    return this.#state.budget;
+  }
+
+  /**
+   * What the monitor saw so far: `{ bytes, peak, calls, denied }`. Readable after `release()` too,
+   * since scenes may still free memory: after every scene is released, `bytes` is back to 0.
+   */
+  get memory(): MemoryStats {
+    return this.#state.stats;
+  }
+
+  /** Adds a reference (rtcRetainDevice); each `retain()` needs its own `release()`. */
+  retain(): this {
+    const handle = this.handle();
+    embree().symbols.rtcRetainDevice(handle);
+    this.#refs++;
+    return this;
+  }
+
+  /**
+   * Drops a reference (rtcReleaseDevice). After the last one the device cannot make scenes; its
+   * scenes stay usable, and Embree frees the device when they are released too.
+   */
+  release(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    if (--this.#refs > 0) {
+      embree().symbols.rtcReleaseDevice(handle);
+      return;
+    }
+    this.#handle = null;
+    net.remove(this);
+    this.#state.release("rtcReleaseDevice", handle);
+  }
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+
+  /** The raw RTCDevice. Unsafe: invalid after release; Embree calls on it bypass memlife. */
+  get unsafeHandle(): Pointer {
+    return this.handle();
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * The Embree library, loaded on first use and pinned for the life of the process, and the enum
+ * values memlife passes to it.
+ */
+import type { NativeLibrary } from "../../ffi/types.ts";
+import { embreeSymbols } from "../../ffi/symbols/embree.ts";
+import { libcSymbols, RTLD_NODELETE, RTLD_NOW } from "../../ffi/symbols/libc.ts";
+import { backend, osName } from "../backend.ts";
+import { openLibrary } from "../library.ts";
+
+export type EmbreeLibrary = NativeLibrary<typeof embreeSymbols>;
+export type EmbreeSymbols = EmbreeLibrary["symbols"];
+
+/** enum RTCDeviceProperty (the same values in Embree 3 and 4). */
+export const DeviceProperty = {
+  VERSION: 0,
+  VERSION_MAJOR: 1,
+  VERSION_MINOR: 2,
+  VERSION_PATCH: 3,
+  TASKING_SYSTEM: 128,
+} as const;
+
+export const GEOMETRY_TYPE_TRIANGLE = 0;
+export const BUFFER_TYPE_INDEX = 0;
+export const BUFFER_TYPE_VERTEX = 1;
+export const FORMAT_UINT3 = 0x5003;
+export const FORMAT_FLOAT3 = 0x9003;
+export const INVALID_GEOMETRY_ID = 0xffffffff;
+
+/** Which Embree loaded: the major from the first device's RTC_DEVICE_PROPERTY_VERSION (or the file name before that). */
+export interface Version {
+  readonly major: number;
+  readonly minor: number;
+  readonly patch: number;
+  /** "3.13.5" */
+  readonly string: string;
+  /** The library file that was opened. */
+  readonly path: string;
+}
+
+/**
+ * dlopen flags per OS for the pinning step. Where there is no libc `dlopen` (Windows) nothing is
+ * pinned: the runtime's own handle is all there is.
+ */
+const pinning: Record<string, { libc: readonly string[]; flags: number } | undefined> = {
+  linux: { libc: ["libc.so.6", "libc.so"], flags: RTLD_NOW | RTLD_NODELETE },
+  // macOS: RTLD_NOW 0x2, RTLD_NODELETE 0x80.
+  darwin: { libc: ["/usr/lib/libSystem.B.dylib"], flags: 0x2 | 0x80 },
+};
+
+let libc: NativeLibrary<typeof libcSymbols> | null | undefined;
+
+function openLibc(): NativeLibrary<typeof libcSymbols> | null {
+  if (libc !== undefined) return libc;
+  libc = null;
+  for (const path of pinning[osName]?.libc ?? []) {
+    try {
+      libc = backend.open(path, libcSymbols);
+      break;
+    } catch {
+      // try the next name; without libc the library is simply not pinned
+    }
+  }
+  return libc;
+}
+
+/**
+ * Opens `path` once more with RTLD_NODELETE before the runtime opens it, so that Embree and TBB
+ * (its dependency) stay mapped until the process ends: Deno and Node unload libraries at exit
+ * while TBB worker threads still run in them, and segfault. A failure here is the candidate's
+ * failure: openLibrary then tries the next name.
+ */
+function pin(path: string): void {
+  const c = openLibc();
+  if (c === null) return;
+  const handle = c.symbols.dlopen(path, pinning[osName]!.flags);
+  if (handle === null) {
+    const message = c.symbols.dlerror();
+    throw new Error(message === null ? `dlopen(${path}) failed` : backend.readCString(message));
+  }
+}
+
+let library: EmbreeLibrary | undefined;
+let major = 0;
+
+/** The loaded library; the first call opens it ($EMBREE_LIBRARY, then Embree 4, then Embree 3). */
+export function embree(): EmbreeLibrary {
+  if (library !== undefined) return library;
+  library = openLibrary({
+    name: "Embree",
+    envVar: "EMBREE_LIBRARY",
+    candidates: {
+      linux: ["libembree4.so.4", "libembree4.so", "libembree3.so.3", "libembree3.so"],
+      darwin: ["libembree4.4.dylib", "libembree4.dylib", "libembree3.3.dylib", "libembree3.dylib"],
+      win32: ["embree4.dll", "embree3.dll"],
+    },
+    hint: "Install Embree: Debian 12 `apt-get install libembree3-3`, Debian 13/Ubuntu 24.04+ `apt-get install libembree4-4`, " +
+      "Fedora `dnf install embree`, macOS `brew install embree`, or Intel's release archives.",
+  }, embreeSymbols, pin);
+  // Until a device tells the exact version: Embree 4 is the one with rtcGetErrorString.
+  major = library.symbols.rtcGetErrorString !== undefined ? 4 : 3;
+  return library;
+}
+
+/** 3 or 4: rtcIntersect1's arguments depend on it. Loads the library. */
+export function embreeMajor(): number {
+  embree();
+  return major;
+}
+
+/** Set by the first device from RTC_DEVICE_PROPERTY_VERSION (e.g. 31305 for 3.13.5). */
+export function versionFrom(encoded: number): Version {
+  const v = {
+    major: Math.floor(encoded / 10000),
+    minor: Math.floor(encoded / 100) % 100,
+    patch: encoded % 100,
+    path: embree().path,
+  };
+  major = v.major;
+  return { ...v, string: `${v.major}.${v.minor}.${v.patch}` };
+}
