@@ -5,11 +5,14 @@
  * 1. No nonblocking calls. `async_submit` runs a native function on a pool thread and reports
  *    completion through a threadsafe JSCallback, so the JS thread stays free to answer callbacks
  *    (the Embree memory monitor, OpenCL event callbacks) while the call waits for them.
- * 2. A threadsafe JSCallback loses its return value, and a plain one hangs the process when it is
- *    called from another thread. The relay trampolines give native code a function pointer that
- *    returns JS's answer on any thread: on the JS thread they call a plain JSCallback directly; on
- *    any other thread they park the arguments in a request on the caller's stack, hand the request
- *    to a threadsafe JSCallback and block until JS posts the answer with `relay_answer`.
+ * 2. A plain JSCallback hangs the process when it is called from another thread; a threadsafe
+ *    one loses its return value and, even on the JS thread, is only queued (~1.5 us a call
+ *    against ~0.1 us). The relay trampolines give native code one function pointer that works
+ *    on any thread: on the JS thread they call a plain JSCallback directly, with its answer.
+ *    On any other thread, an `event` slot hands a copy of the arguments to a threadsafe
+ *    JSCallback and returns at once; a `sync` slot parks the arguments in a request on the
+ *    caller's stack, hands the request to a threadsafe JSCallback and blocks until JS posts the
+ *    answer with `relay_answer` (the arguments, e.g. a string, stay valid meanwhile).
  *
  * TinyCC has no <stdatomic.h>; everything shared between threads is guarded by pthread mutexes.
  *
@@ -22,6 +25,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------- value normalisation */
 
@@ -68,12 +72,26 @@ static int idle;     /* threads waiting for a job */
 static int threads;  /* pool threads alive */
 static done_fn on_done;
 
+/* Threads beyond this many idle ones leave after IDLE_SECONDS without work. */
+#define KEEP_IDLE 4
+#define IDLE_SECONDS 10
+
 static void *pool_main(void *unused) {
   (void)unused;
+  pthread_mutex_lock(&pool_mu);
   for (;;) {
-    pthread_mutex_lock(&pool_mu);
     idle++;
-    while (!queue_head) pthread_cond_wait(&pool_cv, &pool_mu);
+    while (!queue_head) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_sec += IDLE_SECONDS;
+      if (pthread_cond_timedwait(&pool_cv, &pool_mu, &until) != 0 && !queue_head && idle > KEEP_IDLE) {
+        idle--;
+        threads--;
+        pthread_mutex_unlock(&pool_mu);
+        return 0;
+      }
+    }
     idle--;
     job *j = queue_head;
     queue_head = j->next;
@@ -85,15 +103,15 @@ static void *pool_main(void *unused) {
     uint32_t id = j->id;
     free(j);
     on_done(id, (uint32_t)r, (uint32_t)(r >> 32));
+    pthread_mutex_lock(&pool_mu);
   }
-  return 0;
 }
 
 /*
  * The pool grows instead of queueing behind busy threads: an async call may wait for another one
  * (a read waiting for an event that a later call completes), and a fixed pool would deadlock.
- * Threads stay for the life of the process, so their number is the peak number of concurrent
- * calls; they block in pthread_cond_wait and do not keep the process from exiting.
+ * Idle threads wait on a condition variable, which does not keep the process from exiting; a few
+ * stay for good, the others leave after a while without work.
  * Returns 0, or the pthread_create error.
  */
 int async_submit(void *fn, uint32_t id, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
@@ -148,7 +166,7 @@ int async_threads(void) {
 /* ---------------------------------------------------------------- relay trampolines */
 
 #define RELAY_ARGS 6   /* integer arguments a trampoline forwards (all in registers on both ABIs) */
-#define RELAY_SLOTS 64 /* trampolines: one per `sync` callback made, for the life of the process */
+#define RELAY_SLOTS 64 /* trampolines: one per callback made, for the life of the process */
 
 typedef uint64_t (*direct_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
 /* `sync` slots. Threadsafe JSCallback: (request *). JS reads the arguments from the request and
@@ -184,23 +202,27 @@ static pthread_mutex_t relay_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t direct_calls; /* only touched on the JS thread */
 static uint64_t relayed_calls; /* under relay_mu */
 
-static uint64_t relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
-                      uint64_t a5) {
-  relay_slot *s = &slots[n];
-  uint64_t raw[RELAY_ARGS] = {a0, a1, a2, a3, a4, a5};
-  relay_request r;
-  for (int i = 0; i < RELAY_ARGS; i++) r.args[i] = i < s->nargs ? normalise(raw[i], s->arg_kind[i]) : 0;
+/* TinyCC does not inline: skip the call for the common kind. */
+#define NORM(v, k) ((k) == KIND_U64 ? (v) : normalise((v), (k)))
 
-  if (pthread_equal(pthread_self(), js_thread)) {
-    direct_calls++;
-    uint64_t v = s->direct(r.args[0], r.args[1], r.args[2], r.args[3], r.args[4], r.args[5]);
-    return normalise(v, s->ret_kind);
-  }
+/* The slow path, kept out of relay() so that the JS-thread path stays short. */
+static uint64_t relay_foreign(relay_slot *s, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+                              uint64_t a4, uint64_t a5) {
+  int *k = s->arg_kind;
+  relay_request r;
+  r.args[0] = NORM(a0, k[0]);
+  r.args[1] = NORM(a1, k[1]);
+  r.args[2] = NORM(a2, k[2]);
+  r.args[3] = NORM(a3, k[3]);
+  r.args[4] = NORM(a4, k[4]);
+  r.args[5] = NORM(a5, k[5]);
+
+  pthread_mutex_lock(&relay_mu);
+  relayed_calls++;
+  pthread_mutex_unlock(&relay_mu);
 
   if (s->mode == MODE_EVENT) {
-    pthread_mutex_lock(&relay_mu);
-    relayed_calls++;
-    pthread_mutex_unlock(&relay_mu);
+    /* Bun copies the arguments and queues the call; nothing to wait for. */
     ((post_fn)s->notify)(r.args[0], r.args[1], r.args[2], r.args[3], r.args[4], r.args[5]);
     return 0;
   }
@@ -208,9 +230,6 @@ static uint64_t relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
   r.answer = 0;
   r.done = 0;
   pthread_cond_init(&r.cond, 0);
-  pthread_mutex_lock(&relay_mu);
-  relayed_calls++;
-  pthread_mutex_unlock(&relay_mu);
   /* Queued on the JS thread's event loop; returns at once. */
   ((notify_fn)s->notify)(&r);
   pthread_mutex_lock(&relay_mu);
@@ -218,7 +237,18 @@ static uint64_t relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
   uint64_t v = r.answer;
   pthread_mutex_unlock(&relay_mu);
   pthread_cond_destroy(&r.cond);
-  return normalise(v, s->ret_kind);
+  return NORM(v, s->ret_kind);
+}
+
+static uint64_t relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
+                      uint64_t a5) {
+  relay_slot *s = &slots[n];
+  if (!pthread_equal(pthread_self(), js_thread)) return relay_foreign(s, a0, a1, a2, a3, a4, a5);
+  int *k = s->arg_kind;
+  direct_calls++;
+  uint64_t v = s->direct(NORM(a0, k[0]), NORM(a1, k[1]), NORM(a2, k[2]), NORM(a3, k[3]),
+                         NORM(a4, k[4]), NORM(a5, k[5]));
+  return NORM(v, s->ret_kind);
 }
 
 /* Called by JS (on the JS thread) with the answer to a relayed request. */
@@ -259,7 +289,8 @@ void *relay_slot_init(int n, int mode, void *direct, void *notify, int nargs, ui
   s->direct = (direct_fn)direct;
   s->notify = notify;
   s->nargs = nargs;
-  for (int i = 0; i < RELAY_ARGS; i++) s->arg_kind[i] = (kinds >> (4 * i)) & 0xf;
+  /* Arguments past nargs are passed through as they are (KIND_U64 is 0); nobody reads them. */
+  for (int i = 0; i < RELAY_ARGS; i++) s->arg_kind[i] = i < nargs ? (kinds >> (4 * i)) & 0xf : KIND_U64;
   s->ret_kind = ret_kind;
   return trampolines[n];
 }
