@@ -9,6 +9,7 @@
  * buf.release();
  */
 export * as cl from "./opencl/mod.ts";
+export * as rtc from "./embree/mod.ts";
 export { EmbreeError, LibraryLoadError, OpenCLError, ReleasedError } from "./errors.ts";
 export { onCallbackError, type CallbackErrorHandler, type CallbackSource } from "./callbacks.ts";
 export { runtime } from "./backend.ts";

@@ -383,6 +383,25 @@ describe("threads", () => {
     gate.release();
   });
 
+  test("a context released before its children: they keep working, and the context goes last", async () => {
+    const c = cl.createContext([device]);
+    const q = c.createCommandQueue();
+    const b = c.createBuffer(new Uint8Array(256).fill(3));
+    const a = device.svm.coarseGrainBuffer ? c.svmAlloc(256) : undefined;
+    let destroyed = 0;
+    b.setDestructorCallback(() => destroyed++);
+    c.release();
+    assert.throws(() => c.createBuffer(16), ReleasedError);
+    const back = await q.readBuffer(b, new Uint8Array(256));
+    assert.equal(back[255], 3);
+    b.release(); // on NVIDIA a last release that tears the context down waits for callback threads
+    await withTimeout(b.destroyed, 10_000, "destroyed");
+    a?.release();
+    q.release();
+    await q.finish().catch(() => {}); // released: ReleasedError, swallowed
+    assert.equal(destroyed, 1);
+  });
+
   test("exit with callbacks in flight exits with the program's own code (child process)", async () => {
     const result = await runScript(new URL("./fixtures/opencl-exit.ts", import.meta.url), [], { timeout: 30_000 });
     assert.equal(result.timedOut, false, "the child hung");

@@ -9,13 +9,6 @@ import { Scene } from "./scene.ts";
 
 const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) => state.release("rtcReleaseDevice", handle));
 
-let firstVersion: Version | null = null;
-
-/** The version of the loaded Embree, known once a device was made (null before). */
-export function loadedVersion(): Version | null {
-  return firstVersion;
-}
-
 /**
  * An Embree device (rtcNewDevice). Its memory is accounted from the start: the native monitor is
  * installed when the device is made, so `memory` covers every allocation the device ever made.
@@ -53,7 +46,6 @@ export class Device {
     this.config = config;
     this.#state = new DeviceState(handle);
     this.version = versionFrom(Number(lib.symbols.rtcGetDeviceProperty(handle, DeviceProperty.VERSION)));
-    firstVersion ??= this.version;
     net.add(this, { handle, state: this.#state });
   }
 

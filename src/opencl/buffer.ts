@@ -70,7 +70,10 @@ function pending(entry: Destructor): Promise<void> {
   });
 }
 
-const net = new SafetyNet<Pointer>((handle) => opencl().symbols.clReleaseMemObject(handle));
+const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
+  opencl().symbols.clReleaseMemObject(handle);
+  context.disown();
+});
 
 export type HostPtrMode = "use" | "copy" | "alloc";
 export type Access = "read_write" | "read_only" | "write_only";
@@ -164,11 +167,12 @@ export class Buffer {
     this.context = context;
     this.size = size;
     this.flags = flags;
+    context.adopt();
     if (hostMemory !== null && (flags & MemFlags.USE_HOST_PTR) !== 0) {
       // The view must stay alive until the native side lets go, not until release().
       this.#watch().hostMemory = hostMemory;
     } else {
-      net.add(this, handle);
+      net.add(this, { handle, context });
     }
   }
 
@@ -267,6 +271,7 @@ export class Buffer {
       net.remove(this);
     }
     const status = opencl().symbols.clReleaseMemObject(handle);
+    if (last) this.context.disown();
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
     const entry = this.#destructor;
     if (last && entry !== undefined && !entry.delivered) {

@@ -40,8 +40,8 @@ export function defaultDevice(): Device {
 }
 
 /**
- * An OpenCL context. Its native release waits until the SVM allocations made from it are freed
- * (clSVMFree needs the context); buffers and queues keep it alive natively.
+ * An OpenCL context. Its native release waits until everything made from it is released, and
+ * runs off the JS thread.
  * @example
  * using ctx = cl.createContext();
  * const buf = ctx.createBuffer(4096);
@@ -50,7 +50,8 @@ export class Context {
   #handle: Pointer | null;
   #refs = 1;
   #released = false;
-  #svm = new Set<SVMAllocation>();
+  /** Buffers, queues, events and SVM allocations not yet released. */
+  #children = 0;
   readonly devices: readonly Device[];
   [inRegistry] = false;
 
@@ -75,6 +76,12 @@ export class Context {
   /** @internal */
   handle(): Pointer {
     if (this.#handle === null || this.#released) throw new ReleasedError("Context");
+    return this.#handle;
+  }
+
+  /** @internal The cl_context for children, valid until the last child let go, even after release(). */
+  nativeHandle(): Pointer {
+    if (this.#handle === null) throw new ReleasedError("Context");
     return this.#handle;
   }
 
@@ -115,15 +122,20 @@ export class Context {
     return new SVMAllocation(this, size, options);
   }
 
-  /** @internal an SVM allocation now depends on this context. */
-  adopt(allocation: SVMAllocation): void {
-    this.#svm.add(allocation);
+  /**
+   * @internal A child (buffer, queue, event, SVM allocation) now depends on this context. The
+   * context's own native reference is dropped only after every child's: NVIDIA's final
+   * clReleaseContext, even one reached through a child's release, waits for destructor callbacks
+   * running on driver threads, and those wait for the JS thread on Deno and Node. Dropped last
+   * and off the JS thread, it cannot deadlock.
+   */
+  adopt(): void {
+    this.#children++;
   }
 
-  /** @internal it was freed or handed to a free command (whose queue keeps the context alive). */
-  disown(allocation: SVMAllocation): void {
-    this.#svm.delete(allocation);
-    if (this.#released && this.#svm.size === 0) this.#nativeRelease();
+  /** @internal A child released its native reference (or handed it to a command that keeps the context alive). */
+  disown(): void {
+    if (--this.#children === 0 && this.#released) this.#nativeRelease();
   }
 
   /** CL_CONTEXT_REFERENCE_COUNT (stale at once: for debugging). */
@@ -146,7 +158,7 @@ export class Context {
     }
     this.#released = true;
     net.remove(this);
-    if (this.#svm.size === 0) this.#nativeRelease();
+    if (this.#children === 0) this.#nativeRelease();
   }
 
   #nativeRelease(): void {

@@ -7,7 +7,10 @@ import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray } from "./native.ts";
 import type { Context } from "./context.ts";
 
-const net = new SafetyNet<Pointer>((handle) => opencl().symbols.clReleaseEvent(handle));
+const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
+  opencl().symbols.clReleaseEvent(handle);
+  context.disown();
+});
 
 /**
  * A cl_event. `wait()` never blocks the JS thread.
@@ -20,13 +23,16 @@ export class Event {
   #refs = 1;
   /** JS-side work that completes the command from the program's point of view (e.g. `onFree`). */
   #after: Promise<void> | undefined;
+  readonly context: Context;
   [inRegistry] = false;
 
   /** @internal made by queues and contexts. */
-  constructor(handle: Pointer, after?: Promise<void>) {
+  constructor(handle: Pointer, context: Context, after?: Promise<void>) {
     this.#handle = handle;
     this.#after = after;
-    net.add(this, handle);
+    this.context = context;
+    context.adopt();
+    net.add(this, { handle, context });
   }
 
   get alive(): boolean {
@@ -72,11 +78,14 @@ export class Event {
   release(): void {
     const handle = this.#handle;
     if (handle === null) return;
-    if (--this.#refs === 0) {
+    const last = --this.#refs === 0;
+    if (last) {
       this.#handle = null;
       net.remove(this);
     }
-    check("clReleaseEvent", opencl().symbols.clReleaseEvent(handle));
+    const status = opencl().symbols.clReleaseEvent(handle);
+    if (last) this.context.disown();
+    check("clReleaseEvent", status);
   }
 
   [Symbol.dispose](): void {
@@ -95,7 +104,7 @@ export class UserEvent extends Event {
   constructor(context: Context) {
     const handle = opencl().symbols.clCreateUserEvent(context.handle(), errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateUserEvent", errcode[0]);
-    super(handle);
+    super(handle, context);
   }
 
   /** Completes the event (or fails it with a negative status), releasing the commands that wait on it. */
@@ -119,6 +128,6 @@ export function waitList(events: readonly Event[] | undefined): { count: number;
 }
 
 /** Wraps the cl_event an enqueue call wrote into its one-slot out-parameter. */
-export function eventFrom(slot: BigUint64Array, after?: Promise<void>): Event {
-  return new Event(backend.fromAddress(slot[0]) as Pointer, after);
+export function eventFrom(slot: BigUint64Array, context: Context, after?: Promise<void>): Event {
+  return new Event(backend.fromAddress(slot[0]) as Pointer, context, after);
 }

@@ -12,7 +12,9 @@ import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFree
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 
-const net = new SafetyNet<Pointer>((handle) => void opencl().async.clReleaseCommandQueue(handle));
+const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
+  void opencl().async.clReleaseCommandQueue(handle).finally(() => context.disown());
+});
 
 /** Host memory of non-blocking reads and writes, pinned until the command completes. */
 const pinned = new IdTable<ArrayBufferView>();
@@ -77,7 +79,8 @@ export class CommandQueue {
     this.#handle = handle;
     this.context = context;
     this.device = device;
-    net.add(this, handle);
+    context.adopt();
+    net.add(this, { handle, context });
   }
 
   get alive(): boolean {
@@ -109,7 +112,7 @@ export class CommandQueue {
     const { count, list } = waitList(options.waitFor);
     const slot = eventSlot();
     check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, data.byteLength, data, count, list, slot));
-    const event = eventFrom(slot);
+    const event = eventFrom(slot, this.context);
     pinUntilComplete(event, data);
     return event;
   }
@@ -124,7 +127,7 @@ export class CommandQueue {
     const { count, list } = waitList(options.waitFor);
     const slot = eventSlot();
     check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, target.byteLength, target, count, list, slot));
-    const event = eventFrom(slot);
+    const event = eventFrom(slot, this.context);
     pinUntilComplete(event, target);
     return event;
   }
@@ -178,9 +181,9 @@ export class CommandQueue {
     if (onFree === undefined) {
       check("clEnqueueSVMFree", svmFree(handle, pointers.length, array, null, 0, count, list, slot) as number);
       for (const a of given) a.surrender();
-      return eventFrom(slot);
+      return eventFrom(slot, this.context);
     }
-    const { id, settled } = registerFree(this, this.context.handle(), given, pointers, onFree);
+    const { id, settled } = registerFree(this, this.context.nativeHandle(), given, pointers, onFree);
     const status = svmFree(handle, pointers.length, array, svmFreeTrampoline(), id, count, list, slot) as number;
     if (status !== 0) {
       abandonFree(id);
@@ -188,7 +191,7 @@ export class CommandQueue {
     }
     for (const a of given) a.surrender();
     this.#track(settled);
-    return eventFrom(slot, settled);
+    return eventFrom(slot, this.context, settled);
   }
 
   #track(work: Promise<void>): void {
@@ -232,8 +235,13 @@ export class CommandQueue {
       this.#handle = null;
       net.remove(this);
     }
+    const context = this.context;
     const nativeRelease = async () => {
-      check("clReleaseCommandQueue", await opencl().async.clReleaseCommandQueue(handle) as number);
+      try {
+        check("clReleaseCommandQueue", await opencl().async.clReleaseCommandQueue(handle) as number);
+      } finally {
+        context.disown();
+      }
     };
     if (this.#pending.size === 0) void nativeRelease();
     else void Promise.allSettled([...this.#pending]).then(nativeRelease);

@@ -27,8 +27,9 @@ const accessFlags: Record<Access, number> = {
 };
 
 /** Safety net: an allocation the program forgot is freed with clSVMFree after it is collected. */
-const net = new SafetyNet<{ context: Pointer; pointer: Pointer }>(({ context, pointer }) => {
-  opencl_clSVMFree()(context, pointer);
+const net = new SafetyNet<{ context: Context; pointer: Pointer }>(({ context, pointer }) => {
+  opencl_clSVMFree()(context.nativeHandle(), pointer);
+  context.disown();
 });
 
 function opencl_clSVMFree(): (...args: unknown[]) => unknown {
@@ -86,8 +87,8 @@ export class SVMAllocation {
     this.context = context;
     this.size = size;
     this.fineGrain = fineGrain;
-    context.adopt(this);
-    net.add(this, { context: context.handle(), pointer });
+    context.adopt();
+    net.add(this, { context, pointer });
   }
 
   get alive(): boolean {
@@ -121,14 +122,14 @@ export class SVMAllocation {
     const pointer = this.pointer();
     this.#pointer = null;
     net.remove(this);
-    this.context.disown(this);
+    this.context.disown();
     return pointer;
   }
 
   /** Frees it now with clSVMFree. Prefer `enqueueSVMFree` while commands may still use it. */
   release(): void {
     if (this.#pointer === null) return;
-    const context = this.context.handle();
+    const context = this.context.nativeHandle();
     opencl_clSVMFree()(context, this.surrender());
   }
 

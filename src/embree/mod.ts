@@ -1,0 +1,53 @@
+/**
+ * Embree: devices, scenes, triangle meshes, and the device memory monitor
+ * (rtcSetDeviceMemoryMonitorFunction) with accounting and a budget on top.
+ * @example
+ * import { rtc } from "memlife";
+ * using device = rtc.newDevice("threads=0");
+ * device.setMemoryMonitorFunction((bytes, post) => bytes < 256 << 20);
+ * using scene = device.newScene();
+ * scene.addTriangleMesh(vertices, indices);
+ * await scene.commit();
+ */
+import { Device } from "./device.ts";
+import type { Version } from "./native.ts";
+import { liveStates } from "./state.ts";
+
+export { Device } from "./device.ts";
+export { Scene, type Hit, type Ray } from "./scene.ts";
+export { DeviceProperty, type Version } from "./native.ts";
+export type { MemoryMonitor, MemoryStats } from "./state.ts";
+
+/**
+ * A new device (rtcNewDevice), e.g. `"threads=4"`, `"threads=0"` (all cores) or `"verbose=1"`.
+ * The first call loads Embree: `$EMBREE_LIBRARY`, else Embree 4, else Embree 3.
+ * Throws EmbreeError when Embree refuses the configuration, LibraryLoadError when there is no Embree.
+ */
+export function newDevice(config?: string): Device {
+  const device = new Device(config);
+  version ??= device.version;
+  return device;
+}
+
+/**
+ * The Embree that is loaded, `{ major, minor, patch, string, path }` (e.g. "3.13.5" from
+ * libembree3.so.3), or null until the first device was made. `load()` makes it known at once.
+ */
+export let version: Version | null = null;
+
+/** Loads Embree (if needed) and returns its version; a throwaway device reads it the first time. */
+export function load(): Version {
+  if (version === null) newDevice().release();
+  return version!;
+}
+
+/**
+ * Test and diagnostics only: how many of `device`'s monitor calls ran inside one of memlife's
+ * synchronous native calls on the JS thread (`direct`) and how many came from other threads
+ * (`relayed`: TBB workers and the thread that runs a commit), and how many device states memlife
+ * still keeps (a device's state stays while any of its scenes is alive natively).
+ */
+export function monitorDiagnostics(device: Device): { direct: number; relayed: number; liveDevices: number } {
+  const state = device.state;
+  return { direct: state.direct, relayed: state.relayed, liveDevices: liveStates() };
+}
