@@ -1,0 +1,270 @@
+/**
+ * The Node backend, on koffi 3.
+ *
+ * koffi 3 represents every pointer as a BigInt (NULL as `null`), so a {@link Pointer} here *is* its
+ * address: `address`/`fromAddress` are identities and pointers cross the FFI boundary without any
+ * wrapping. Sync bindings are koffi's own functions, returned as they are: no JS layer on the hot
+ * paths (clCreateBuffer, clReleaseMemObject).
+ *
+ * Threads: a registered koffi callback runs synchronously when native code calls it on the JS
+ * thread; from any other thread, koffi queues it to the JS thread and blocks the caller until it
+ * ran (return value honoured). So the JS thread must never sit in a sync call that waits on such a
+ * thread: those calls go through `async`, which runs them on the libuv pool with `fn.async` (4
+ * threads unless UV_THREADPOOL_SIZE says otherwise: a fifth blocking call waits for a free one).
+ * koffi's relay is unref'ed: a callback native code still owes does not keep Node alive.
+ */
+import * as koffi from "koffi";
+import { inspect } from "node:util";
+import { takeCoverage } from "node:v8";
+import { isMainThread } from "node:worker_threads";
+import type {
+  Backend,
+  Callback,
+  CallbackDef,
+  NativeFunction,
+  NativeLibrary,
+  NativeType,
+  Pointer,
+  SymbolTable,
+} from "./types.ts";
+
+// koffi runs every native call on a stack of its own, and an async call gets only 128 KiB by
+// default. rtcCommitScene makes the calling thread join Embree's TBB arena and run build tasks
+// there, so give async calls what a plain thread gets (the memory is mmap'ed, committed on use).
+// koffi accepts settings only before its first library load: if the program loaded a library
+// through koffi before memlife, the defaults stay.
+try {
+  koffi.config({ ...koffi.config(), async_stack_size: 8 * 1024 * 1024 });
+} catch {
+  // Too late to change; koffi's defaults apply.
+}
+
+/** The C type koffi should use for each neutral type. */
+const cTypes: Readonly<Record<NativeType, string>> = {
+  void: "void",
+  bool: "bool",
+  i32: "int32_t",
+  u32: "uint32_t",
+  // koffi already returns 64-bit integers as a number when safe, else a BigInt: the contract's rule.
+  i64: "int64_t",
+  u64: "uint64_t",
+  isize: "intptr_t", // koffi knows no ssize_t; intptr_t has its size and signedness
+  usize: "size_t",
+  f32: "float",
+  f64: "double",
+  // Opaque handles: koffi passes BigInt/null/number as the address and returns BigInt or null.
+  ptr: "void *",
+  // A typed array given to a plain `void *` parameter is passed in place: koffi takes the view's
+  // own data pointer (byteOffset included) and only copies for `_Out_`/`_Inout_` or typed pointers
+  // (e.g. `int *`), so CL_MEM_USE_HOST_PTR and out-parameters see the JS memory itself.
+  buffer: "void *",
+  cstring: "const char *",
+  // koffi.register returns the trampoline's address as a BigInt: a plain pointer argument takes it.
+  fn: "void *",
+};
+
+function cType(type: NativeType): string {
+  const c = cTypes[type];
+  if (c === undefined) throw new TypeError(`memlife: unknown native type ${String(type)}`);
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ending the process
+// ---------------------------------------------------------------------------------------------
+
+// The process itself: libc is in its global scope, whichever libc it is.
+const self = koffi.load(null);
+const libcExit = self.func("_exit", "void", ["int"]);
+const libcFflush = self.func("fflush", "int", ["void *"]);
+
+let inFlight = 0;
+let callbacksMade = 0;
+
+/**
+ * Ending a Node process that used native callbacks needs help, because of what follows the `exit`
+ * event (V8 and environment teardown, then C `atexit` handlers):
+ * - teardown joins the libuv pool: a pool thread still inside an async call that waits on a thread
+ *   waiting for the JS thread (a TBB worker in the memory monitor, a PoCL worker in an SVM-free
+ *   callback) never returns, so `process.exit(3)`, an uncaught exception or an unhandled rejection
+ *   hang for ever;
+ * - a driver thread that calls a registered callback during teardown (a PoCL worker completing an
+ *   SVM free right as the program ends) goes through koffi's thread-safe function after Node freed
+ *   it, and the process aborts (measured: 3 runs in 30) instead of exiting with its own code;
+ * - unloading Embree while TBB workers still run segfaults.
+ * The backend cannot see which callbacks native code still owes, so once any callback exists it
+ * ends the process itself at the end of the `exit` event, with `_exit` and the code Node would have
+ * used, after running the `exit` listeners added after this one, printing a fatal exception Node
+ * would have printed after the event, and writing V8 coverage (`NODE_V8_COVERAGE`) that teardown
+ * would have written. Node's own stdout/stderr writes are synchronous on POSIX for files, pipes
+ * and terminals, so they are out already. What is lost is the rest of teardown: `--cpu-prof` and
+ * `--heap-prof` files, trace-event flushes, and native `atexit` handlers.
+ * Worker threads are left alone: `_exit` there would end the whole process.
+ */
+function onExit(code: number): void {
+  if (inFlight === 0 && callbacksMade === 0) return;
+  const listeners = process.listeners("exit");
+  for (let i = listeners.indexOf(onExit) + 1; i < listeners.length; i++) {
+    try {
+      listeners[i].call(process, code);
+    } catch (error) {
+      // Node prints an exception thrown by an exit listener, skips the rest, keeps the code.
+      printFatal(error);
+      break;
+    }
+  }
+  if (fatal !== undefined) printFatal(fatal.error);
+  if (process.env.NODE_V8_COVERAGE) takeCoverage();
+  const final = process.exitCode === undefined || process.exitCode === null ? code : Number(process.exitCode);
+  // Native libraries may have buffered output in C stdio.
+  libcFflush(null);
+  libcExit(final);
+}
+
+/** Node reports a fatal exception only after the `exit` event: remember it for `onExit`. */
+let fatal: { error: unknown } | undefined;
+function onFatal(error: unknown, origin: string): void {
+  // Handled by the program (which may well go on): not fatal.
+  if (process.listenerCount("uncaughtException") > 0) return;
+  if (origin === "unhandledRejection" && process.listenerCount("unhandledRejection") > 0) return;
+  fatal = { error };
+  // The fatal path reaches `exit` synchronously; anything later means Node carried on.
+  setImmediate(() => (fatal = undefined)).unref();
+}
+
+function printFatal(error: unknown): void {
+  const text = error instanceof Error ? inspect(error) : `Uncaught ${inspect(error)}`;
+  process.stderr.write(`${text}\n\nNode.js ${process.version}\n`);
+}
+
+if (isMainThread) {
+  process.on("exit", onExit);
+  process.on("uncaughtExceptionMonitor", onFatal);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Libraries
+// ---------------------------------------------------------------------------------------------
+
+type KoffiFunction = ReturnType<koffi.LibraryHandle["func"]>;
+
+function bindAsync(native: KoffiFunction): (...args: unknown[]) => Promise<unknown> {
+  return (...args: unknown[]) =>
+    new Promise((resolve, reject) => {
+      let running = true;
+      // koffi reads the data pointer of each view when the call is queued and keeps no reference
+      // to the view: `args` stays reachable through `done` until the native call returned, so
+      // nothing it points into can be collected meanwhile.
+      const done = (error: unknown, result: unknown): void => {
+        if (!running) return;
+        running = false;
+        inFlight--;
+        args.length = 0;
+        if (error) reject(error);
+        else resolve(result);
+      };
+      inFlight++;
+      try {
+        // A bad argument makes koffi call `done` with the error before returning; a full queue
+        // ("Too many asynchronous calls are running") throws without calling it.
+        native.async(...args, done);
+      } catch (error) {
+        done(error, undefined);
+      }
+    });
+}
+
+function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
+  const lib = koffi.load(path);
+  const symbols: Record<string, NativeFunction | undefined> = {};
+  const async: Record<string, ((...args: unknown[]) => Promise<unknown>) | undefined> = {};
+  for (const name of Object.keys(table)) {
+    const def = table[name];
+    let native: KoffiFunction;
+    try {
+      native = lib.func(name, cType(def.returns), def.args.map(cType));
+    } catch (error) {
+      if (def.optional && /Cannot find function/.test(String((error as Error)?.message))) {
+        symbols[name] = undefined;
+        if (def.blocking) async[name] = undefined;
+        continue;
+      }
+      throw error;
+    }
+    symbols[name] = native;
+    if (def.blocking) async[name] = bindAsync(native);
+  }
+  return {
+    path,
+    symbols: symbols as NativeLibrary<T>["symbols"],
+    async: async as NativeLibrary<T>["async"],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callbacks
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * koffi refuses a return value of the wrong JS type (`undefined` for `bool`, a boolean for `int`)
+ * by raising a TypeError into the native frame: the C side then reads 0, i.e. a refusal from a
+ * memory monitor that merely forgot to return. Normalize instead: for `bool` only an explicit
+ * `false` is false (the contract of the memory monitor), integers are truncated like C would.
+ */
+function normalized(def: CallbackDef, fn: (...args: never[]) => unknown): (...args: never[]) => unknown {
+  const f = fn as (...args: unknown[]) => unknown;
+  switch (def.returns) {
+    case "void":
+      return fn;
+    case "bool":
+      return (...args: unknown[]) => f(...args) !== false;
+    case "i32":
+      return (...args: unknown[]) => Number(f(...args)) | 0;
+    case "u32":
+      return (...args: unknown[]) => Number(f(...args)) >>> 0;
+  }
+}
+
+function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
+  const proto = koffi.proto(cType(def.returns), def.args.map(cType));
+  callbacksMade++;
+  // Registered for the whole process and never unregistered: koffi reuses a freed slot for the
+  // next registration, so a native caller holding the old address would run an unrelated
+  // callback. koffi has 8192 slots; memlife uses one per callback kind.
+  return koffi.register(normalized(def, fn), koffi.pointer(proto)) as unknown as Callback;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------------
+
+export const backend: Backend = {
+  runtime: "node",
+  open,
+  callback,
+  pointerOf(view: ArrayBufferView): Pointer {
+    // The address of the view's first byte (byteOffset included), as koffi passes it to `void *`.
+    return koffi.address(view) as unknown as Pointer;
+  },
+  address(pointer: Pointer | null): bigint {
+    return pointer === null ? 0n : (pointer as unknown as bigint);
+  },
+  fromAddress(address: bigint): Pointer | null {
+    return address === 0n ? null : (address as unknown as Pointer);
+  },
+  arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer {
+    // koffi.view(NULL, n > 0) does not throw: Node asserts and aborts the process.
+    if (pointer === null) {
+      if (byteLength === 0) return new ArrayBuffer(0);
+      throw new TypeError("memlife: arrayBuffer() of a NULL pointer");
+    }
+    // An external ArrayBuffer over the native memory: no copy, no ownership.
+    return koffi.view(pointer, byteLength);
+  },
+  readCString(pointer: Pointer): string {
+    return koffi.decode.string(pointer);
+  },
+  get asyncInFlight(): number {
+    return inFlight;
+  },
+};
