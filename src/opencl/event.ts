@@ -1,7 +1,8 @@
 /** Events: what a queued command returns, to wait on or to chain with `waitFor`. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
+import { IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray } from "./native.ts";
@@ -13,7 +14,15 @@ const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, cont
 });
 
 /**
- * A cl_event. `wait()` never blocks the JS thread.
+ * Events whose completion callback is registered: the resolver and the host memory it pins.
+ * `wait()` does not use it: PoCL never calls it for a command whose wait list failed, while
+ * clWaitForEvents reports that failure.
+ */
+const completions = new IdTable<{ resolve: (status: number) => void; pinned: ArrayBufferView | undefined }>();
+let completionTrampoline: ReturnType<typeof backend.callback> | undefined;
+
+/**
+ * A cl_event. `wait()` never blocks the JS thread: clWaitForEvents runs on a backend thread.
  * @example
  * const event = queue.enqueueSVMFree(allocs, { onFree: () => console.log("freed") });
  * await event.wait(); // the command completed and onFree ran
@@ -23,6 +32,8 @@ export class Event {
   #refs = 1;
   /** JS-side work that completes the command from the program's point of view (e.g. `onFree`). */
   #after: Promise<void> | undefined;
+  /** Resolves with the final execution status (CL_COMPLETE or a negative error) once OpenCL says so. */
+  #completed: Promise<number> | undefined;
   readonly context: Context;
   [inRegistry] = false;
 
@@ -60,11 +71,30 @@ export class Event {
    * OpenCLError if the command failed, or with what a callback threw.
    */
   async wait(): Promise<void> {
-    const handle = this.handle();
-    const list = pointerArray([handle]);
-    const status = await opencl().async.clWaitForEvents(1, list) as number;
-    check("clWaitForEvents", status);
+    const list = pointerArray([this.handle()]);
+    check("clWaitForEvents", await opencl().async.clWaitForEvents(1, list) as number);
     await this.#after;
+  }
+
+  /**
+   * @internal Registers the completion callback on first use; `pin` keeps host memory a command
+   * reads or writes alive until the command is done.
+   */
+  completion(pin?: ArrayBufferView): Promise<number> {
+    if (this.#completed !== undefined) return this.#completed;
+    const handle = this.handle();
+    completionTrampoline ??= backend.callback(openclCallbacks.eventStatus, (_event: unknown, status: number, id: number) => {
+      completions.delete(id)?.resolve(status);
+    });
+    let resolve!: (status: number) => void;
+    const completed = new Promise<number>((r) => (resolve = r));
+    const id = completions.add({ resolve, pinned: pin });
+    const status = opencl().symbols.clSetEventCallback(handle, 0 /* CL_COMPLETE */, completionTrampoline, id);
+    if (status !== 0) {
+      completions.delete(id);
+      throw new OpenCLError("clSetEventCallback", status);
+    }
+    return this.#completed = completed;
   }
 
   /** Adds a reference (clRetainEvent); each `retain()` needs its own `release()`. */

@@ -1,8 +1,6 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
-import { backend } from "../backend.ts";
-import { IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
+import { inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { QueueInfo } from "./constants.ts";
 import { check, errcode, eventSlot, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
@@ -15,21 +13,6 @@ import type { Device } from "./platform.ts";
 const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
   void opencl().async.clReleaseCommandQueue(handle).finally(() => context.disown());
 });
-
-/** Host memory of non-blocking reads and writes, pinned until the command completes. */
-const pinned = new IdTable<ArrayBufferView>();
-let completionTrampoline: ReturnType<typeof backend.callback> | undefined;
-function pinUntilComplete(event: Event, memory: ArrayBufferView): void {
-  completionTrampoline ??= backend.callback(openclCallbacks.eventStatus, (_event: unknown, _status: number, id: number) => {
-    pinned.delete(id);
-  });
-  const id = pinned.add(memory);
-  const status = opencl().symbols.clSetEventCallback(event.handle(), 0 /* CL_COMPLETE */, completionTrampoline, id);
-  if (status !== 0) {
-    pinned.delete(id);
-    throw new OpenCLError("clSetEventCallback", status);
-  }
-}
 
 export interface TransferOptions {
   /** Byte offset into the buffer (default 0). */
@@ -113,7 +96,7 @@ export class CommandQueue {
     const slot = eventSlot();
     check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, data.byteLength, data, count, list, slot));
     const event = eventFrom(slot, this.context);
-    pinUntilComplete(event, data);
+    void event.completion(data); // `data` stays pinned until the command completed
     return event;
   }
 
@@ -128,7 +111,7 @@ export class CommandQueue {
     const slot = eventSlot();
     check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, target.byteLength, target, count, list, slot));
     const event = eventFrom(slot, this.context);
-    pinUntilComplete(event, target);
+    void event.completion(target);
     return event;
   }
 
