@@ -1,18 +1,25 @@
 /**
  * The Deno backend: `Deno.dlopen`, `Deno.UnsafeCallback`, `Deno.UnsafePointer(View)`.
  *
- * What Deno 2.9 does that shapes this file (measured, see the report in DESIGN.md):
+ * What Deno 2.9 does that shapes this file (measured on this project's machine):
  * - Every 64-bit integer comes back as a bigint: symbol results (slow and fast path alike) and
  *   callback arguments. The contract wants `number` when safe, so only those symbols and callbacks
  *   get a converting wrapper; every other symbol is Deno's own function, untouched, so V8 keeps
  *   its fast-call path (turbocall) for hot calls like `clCreateBuffer` / `clReleaseMemObject`.
- * - A missing `optional: true` symbol is `null`; the contract says `undefined`.
+ *   A callback may run inside a fast call (PoCL's destructor inside `clReleaseMemObject`): that
+ *   was stress-tested under forced compaction and is fine, so no symbol needs the slow path.
+ * - A missing `optional: true` symbol is `null` (the contract says `undefined`), but its
+ *   `nonblocking` twin is a function that rejects.
  * - A thread-safe callback called on the JS thread runs synchronously inside the native call;
- *   called from any other thread, the caller blocks until the JS thread ran it, and its return
- *   value is honoured. That gives both `event` and `sync` delivery with one mechanism, and it is
- *   why calls that wait on such threads must go through `async` (Deno `nonblocking`).
+ *   called from any other thread, the caller blocks until the JS thread ran it (~15 us), and its
+ *   return value is honoured. That gives both `event` and `sync` delivery with one mechanism, and
+ *   it is why calls that wait on such threads must go through `async` (Deno `nonblocking`).
+ * - An exception thrown by a callback is swallowed by Deno (the native caller gets 0 / false; from
+ *   another thread Deno prints "Illegal unhandled exception in nonblocking callback"). A `bool`
+ *   callback that returns `undefined` answers false. The core catches and decides both.
  * - Callbacks are never closed: closing one that native code can still call crashes. They are
  *   `unref`ed so that they alone do not keep the process alive.
+ * - Leaving the process while an async call runs can crash; see "exiting" below.
  *
  * The Deno global is reached through a minimal local interface instead of `lib.deno.ns`, so that
  * this file also type-checks under plain `tsc`, where Deno's types are not installed.
@@ -29,7 +36,7 @@ import type {
   SymbolTable,
 } from "./types.ts";
 
-// --- the slice of the Deno FFI API this file uses --------------------------------------------------
+// --- the slice of the Deno FFI API this file uses ------------------------------------------------
 
 /** Deno's `PointerObject`: an opaque object, or null for NULL. */
 type DenoPointer = object;
@@ -71,11 +78,13 @@ interface DenoFfi {
     getArrayBuffer(pointer: DenoPointer, byteLength: number): ArrayBuffer;
     getCString(pointer: DenoPointer): string;
   };
+  readonly exitCode: number;
+  readonly build: { readonly os: string };
 }
 
 const Deno = (globalThis as unknown as { Deno: DenoFfi }).Deno;
 
-// --- type mapping ----------------------------------------------------------------------------------
+// --- type mapping --------------------------------------------------------------------------------
 
 const argTypes: Record<NativeType, DenoNativeType> = {
   void: "void",
@@ -134,7 +143,7 @@ function adapt(raw: NativeFunction, def: SymbolDef, name: string): NativeFunctio
   };
 }
 
-// --- async calls -----------------------------------------------------------------------------------
+// --- async calls ---------------------------------------------------------------------------------
 
 let asyncInFlight = 0;
 
@@ -145,7 +154,11 @@ let asyncInFlight = 0;
  * on-heap typed array's bytes off the V8 heap, so the address Deno read cannot move under the
  * worker thread when the GC compacts.
  */
-function adaptAsync(raw: NativeFunction, def: SymbolDef, name: string): (...args: unknown[]) => Promise<unknown> {
+function adaptAsync(
+  raw: NativeFunction,
+  def: SymbolDef,
+  name: string,
+): (...args: unknown[]) => Promise<unknown> {
   const strings = def.args.flatMap((type, index) => (type === "cstring" ? [index] : []));
   const wideResult = isWide(def.returns);
   return (...args: unknown[]) => {
@@ -157,7 +170,7 @@ function adaptAsync(raw: NativeFunction, def: SymbolDef, name: string): (...args
     } catch (error) {
       return Promise.reject(error);
     }
-    asyncInFlight++;
+    if (asyncInFlight++ === 0) guardExit();
     return promise.then(
       (result) => {
         asyncInFlight--;
@@ -173,7 +186,75 @@ function adaptAsync(raw: NativeFunction, def: SymbolDef, name: string): (...args
   };
 }
 
-// --- open ------------------------------------------------------------------------------------------
+// --- exiting with native calls in flight ---------------------------------------------------------
+
+/**
+ * Leaving the process while an async call still runs on a worker (an Embree commit, a clFinish)
+ * crashes: `Deno.exit()` runs libc `exit()`, whose `_dl_fini` runs TBB's static destructors while
+ * TBB workers still use them ("pure virtual method called", abort, ~3% of runs), and an uncaught
+ * exception tears the isolate down under a worker that is about to call back (SIGSEGV, ~30% of
+ * runs). RTLD_NODELETE does not help: it keeps code mapped, destructors run anyway. So while any
+ * async call is in flight, both ways out end the process with `_exit(code)`, which runs no exit
+ * handlers. With nothing in flight Deno exits its own way.
+ */
+let hardExitFn: ((code: number) => void) | null | undefined;
+
+function hardExit(code: number): void {
+  if (hardExitFn === undefined) {
+    const os = Deno.build.os;
+    const path = os === "linux" ? "libc.so.6" : os === "darwin" ? "/usr/lib/libSystem.B.dylib" : null;
+    try {
+      const symbols: Record<string, DenoForeignFunction> = { _exit: { parameters: ["i32"], result: "void" } };
+      hardExitFn = path === null ? null : Deno.dlopen(path, symbols).symbols._exit;
+    } catch {
+      hardExitFn = null;
+    }
+  }
+  hardExitFn?.(code);
+}
+
+/** `Deno.exit(code)` dispatches `unload` with `Deno.exitCode` already set, then calls `exit()`. */
+function onUnload(): void {
+  if (asyncInFlight > 0) hardExit(Deno.exitCode);
+}
+
+/**
+ * Deno ends the process after an `error` / `unhandledrejection` event that no listener prevented.
+ * This listener runs last (see guardExit), so a program's own handler still decides first; if it
+ * did not, print what Deno would have printed and leave through `_exit(1)`.
+ */
+function onUncaught(event: Event): void {
+  if (asyncInFlight === 0 || event.defaultPrevented) return;
+  event.preventDefault();
+  const { error, reason } = event as Event & { error?: unknown; reason?: unknown };
+  const inPromise = event.type === "unhandledrejection";
+  console.error(`error: Uncaught${inPromise ? " (in promise)" : ""}`, inPromise ? reason : error);
+  hardExit(1);
+}
+
+const exitListeners: [string, (event: Event) => void][] = [
+  ["unload", onUnload],
+  ["error", onUncaught],
+  ["unhandledrejection", onUncaught],
+];
+
+/**
+ * In a Worker, `Deno.exit()` ends only that worker (and dispatches `unload` there): `_exit` would
+ * end the whole process, so workers leave the guard out.
+ */
+const inWorker = typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope === "function";
+
+/** (Re)installs the exit listeners at the end of each event's list when async work starts. */
+function guardExit(): void {
+  if (inWorker) return;
+  const target = globalThis as unknown as EventTarget;
+  for (const [type, listener] of exitListeners) {
+    target.removeEventListener(type, listener);
+    target.addEventListener(type, listener);
+  }
+}
+
+// --- open ----------------------------------------------------------------------------------------
 
 /** Suffix of the second, `nonblocking` binding of a `blocking` entry. */
 const ASYNC = "\u0000async";
@@ -185,7 +266,9 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
     const result = resultType(def.returns, name);
     const optional = def.optional === true;
     definitions[name] = { parameters, result, optional };
-    if (def.blocking) definitions[name + ASYNC] = { name, parameters, result, optional, nonblocking: true };
+    if (def.blocking) {
+      definitions[name + ASYNC] = { name, parameters, result, optional, nonblocking: true };
+    }
   }
   const raw = Deno.dlopen(path, definitions).symbols;
 
@@ -195,8 +278,10 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
     const fn = raw[name];
     symbols[name] = fn ? adapt(fn, def, name) : undefined;
     if (def.blocking) {
+      // Deno returns a (throwing) function, not null, for a missing optional nonblocking symbol:
+      // the synchronous binding says whether the symbol exists.
       const nonblocking = raw[name + ASYNC];
-      async[name] = nonblocking ? adaptAsync(nonblocking, def, name) : undefined;
+      async[name] = fn && nonblocking ? adaptAsync(nonblocking, def, name) : undefined;
     }
   }
   return {
@@ -206,7 +291,7 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
   };
 }
 
-// --- callbacks -------------------------------------------------------------------------------------
+// --- callbacks -----------------------------------------------------------------------------------
 
 /** Every callback ever made: never closed, so native code may call it until the process ends. */
 const callbacks: DenoUnsafeCallback[] = [];
@@ -234,7 +319,10 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   // Both deliveries use a thread-safe callback: on the JS thread it runs inside the native call,
   // from another thread the caller waits for the JS thread, which `sync` needs and `event` allows.
   const made = Deno.UnsafeCallback.threadSafe(
-    { parameters: def.args.map((type) => argTypes[type]), result: resultType(def.returns, "callback") },
+    {
+      parameters: def.args.map((type) => argTypes[type]),
+      result: resultType(def.returns, "callback"),
+    },
     narrowing(def, fn as NativeFunction),
   );
   // threadSafe() refs the callback, which would keep the process alive forever. The core holds the
@@ -244,13 +332,13 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   return made.pointer as unknown as Callback;
 }
 
-// --- memory ----------------------------------------------------------------------------------------
+// --- memory --------------------------------------------------------------------------------------
 
 function pointerOf(view: ArrayBufferView): Pointer {
   // Materialising the ArrayBuffer moves an on-heap typed array's bytes off the V8 heap for good.
   void view.buffer;
   const pointer = Deno.UnsafePointer.of(view);
-  if (pointer === null) throw new RangeError("pointerOf: the view has no memory (detached or empty)");
+  if (pointer === null) throw new RangeError("pointerOf: the view has no memory (empty or detached)");
   return pointer as unknown as Pointer;
 }
 
