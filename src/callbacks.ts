@@ -123,11 +123,15 @@ function noop(): void {}
 
 /** Set by SafetyNet on objects it registered, so that release skips `unregister` for the rest. */
 export const inRegistry: unique symbol = Symbol("memlife.inRegistry");
+/** What the finalizer needs to release an object (never the object itself), asked only at registration. */
+export const finalizerState: unique symbol = Symbol("memlife.finalizerState");
 
-export interface Finalizable {
+export interface Finalizable<H> {
   /** Whether the object still owns native resources. */
   readonly alive: boolean;
   [inRegistry]: boolean;
+  /** Asked at registration when `add` got no `held`: keeps the hot path free of allocations. */
+  [finalizerState]?(): H;
 }
 
 /**
@@ -138,14 +142,16 @@ export interface Finalizable {
  */
 export class SafetyNet<H> {
   #registry: FinalizationRegistry<H>;
-  #nursery: { object: Finalizable; held: H }[] = [];
+  #nursery: Finalizable<H>[] = [];
+  #held: (H | undefined)[] = [];
   #scheduled = false;
   constructor(finalize: (held: H) => void) {
     this.#registry = new FinalizationRegistry(finalize);
   }
-  add(object: Finalizable, held: H): void {
+  add(object: Finalizable<H>, held?: H): void {
     const nursery = this.#nursery;
-    nursery.push({ object, held });
+    nursery.push(object);
+    this.#held.push(held);
     if (nursery.length >= 4096) this.#promote();
     else if (!this.#scheduled) {
       this.#scheduled = true;
@@ -153,7 +159,7 @@ export class SafetyNet<H> {
     }
   }
   /** Called on explicit release of an object that may already be registered. */
-  remove(object: Finalizable): void {
+  remove(object: Finalizable<H>): void {
     if (object[inRegistry]) {
       object[inRegistry] = false;
       this.#registry.unregister(object);
@@ -162,11 +168,14 @@ export class SafetyNet<H> {
   #promote(): void {
     this.#scheduled = false;
     const nursery = this.#nursery;
+    const held = this.#held;
     this.#nursery = [];
-    for (const { object, held } of nursery) {
-      if (object.alive) {
+    this.#held = [];
+    for (let i = 0; i < nursery.length; i++) {
+      const object = nursery[i];
+      if (object.alive && !object[inRegistry]) {
         object[inRegistry] = true;
-        this.#registry.register(object, held, object);
+        this.#registry.register(object, held[i] ?? object[finalizerState]!(), object);
       }
     }
   }

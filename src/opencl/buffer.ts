@@ -2,10 +2,10 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
-import { defer, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { MemFlags, MemInfo } from "./constants.ts";
-import { check, infoPointer, infoU64, opencl } from "./native.ts";
+import { check, infoPointer, infoU64, opencl, symbols } from "./native.ts";
 import type { Context } from "./context.ts";
 
 export type DestructorCallback = (buffer: Buffer) => void;
@@ -172,8 +172,12 @@ export class Buffer {
       // The view must stay alive until the native side lets go, not until release().
       this.#watch().hostMemory = hostMemory;
     } else {
-      net.add(this, { handle, context });
+      net.add(this);
     }
+  }
+
+  [finalizerState](): { handle: Pointer; context: Context } {
+    return { handle: this.#handle!, context: this.context };
   }
 
   get alive(): boolean {
@@ -270,7 +274,7 @@ export class Buffer {
       this.#handle = null;
       net.remove(this);
     }
-    const status = opencl().symbols.clReleaseMemObject(handle);
+    const status = symbols.clReleaseMemObject(handle);
     if (last) this.context.disown();
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
     const entry = this.#destructor;

@@ -4,7 +4,7 @@ import { envVar } from "../backend.ts";
 import { inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { ContextInfo } from "./constants.ts";
-import { check, errcode, infoU64, opencl, pointerArray } from "./native.ts";
+import { check, errcode, infoU64, opencl, pointerArray, symbols } from "./native.ts";
 import { Buffer, bufferArguments, type BufferOptions } from "./buffer.ts";
 import { UserEvent } from "./event.ts";
 import { type Device, getPlatforms } from "./platform.ts";
@@ -96,7 +96,7 @@ export class Context {
     const context = this.handle();
     const { flags, size, data } = bufferArguments(sizeOrData, options);
     if (data !== null) void data.buffer; // an on-heap typed array must get stable memory before its pointer is taken
-    const handle = opencl().symbols.clCreateBuffer(context, flags, size, data, errcode) as Pointer | null;
+    const handle = symbols.clCreateBuffer(context, flags, size, data, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
     return new Buffer(this, handle, size, flags, data);
   }

@@ -12,9 +12,23 @@ export type OpenCLSymbols = NativeLibrary<typeof openclSymbols>["symbols"];
 
 let library: NativeLibrary<typeof openclSymbols> | undefined;
 
+/**
+ * The synchronous bindings, for hot paths, set when the library loads. Only objects made after
+ * `opencl()` ran (every context, buffer, queue) may use it.
+ */
+export let symbols: OpenCLSymbols;
+
 /** The loaded library; the first call opens it ($OPENCL_LIBRARY, then the usual names). */
 export function opencl(): NativeLibrary<typeof openclSymbols> {
-  return library ??= openLibrary({
+  if (library === undefined) {
+    library = load();
+    symbols = library.symbols;
+  }
+  return library;
+}
+
+function load(): NativeLibrary<typeof openclSymbols> {
+  return openLibrary({
     name: "OpenCL",
     envVar: "OPENCL_LIBRARY",
     candidates: {
