@@ -7,7 +7,7 @@ import type { SymbolTable } from "../types.ts";
 export const embreeSymbols = {
   rtcNewDevice: { args: ["cstring"], returns: "ptr" }, // RTCDevice rtcNewDevice(const char *config)
   rtcRetainDevice: { args: ["ptr"], returns: "void" }, // void rtcRetainDevice(RTCDevice)
-  rtcReleaseDevice: { args: ["ptr"], returns: "void" }, // void rtcReleaseDevice(RTCDevice)
+  rtcReleaseDevice: { args: ["ptr"], returns: "void", blocking: true }, // void rtcReleaseDevice(RTCDevice): the last reference shuts the device's TBB arena down
   rtcGetDeviceProperty: { args: ["ptr", "i32"], returns: "isize" }, // ssize_t rtcGetDeviceProperty(RTCDevice, enum RTCDeviceProperty)
   rtcGetDeviceError: { args: ["ptr"], returns: "i32" }, // RTCError rtcGetDeviceError(RTCDevice)
   rtcSetDeviceErrorFunction: { args: ["ptr", "fn", "usize"], returns: "void" }, // void (RTCDevice, RTCErrorFunction, void *userPtr)

@@ -203,7 +203,8 @@ export class DeviceState {
       return;
     }
     lib.async[fn](handle).then(() => this.drop(), (error) => {
-      this.drop();
+      // Only the backend can fail here (no thread to run the call on): the handle stays alive
+      // natively, so the state stays too; the failure surfaces like a callback's exception.
       reportCallbackError(error, "memoryMonitor");
     });
   }

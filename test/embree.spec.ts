@@ -1,0 +1,550 @@
+/** Embree: the device memory monitor (seed 004), accounting and budget, errors, threads, lifetimes, exit. */
+import { assert, describe, gc, runScript, runtime, sleep, test } from "./harness.ts";
+import { EmbreeError, LibraryLoadError, onCallbackError, ReleasedError, rtc } from "../src/mod.ts";
+
+// --- scenes -----------------------------------------------------------------------------------------
+
+/** mulberry32: the same random scenes on every runtime and run. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** `triangles` small triangles scattered in a 100-unit cube (shared vertices, random winding). */
+function randomMesh(rand: () => number, triangles: number): { vertices: Float32Array; indices: Uint32Array } {
+  const vertices = new Float32Array(triangles * 9);
+  for (let t = 0; t < triangles; t++) {
+    const x = rand() * 100, y = rand() * 100, z = rand() * 100;
+    for (let k = 0; k < 9; k += 3) {
+      vertices[t * 9 + k] = x + rand();
+      vertices[t * 9 + k + 1] = y + rand();
+      vertices[t * 9 + k + 2] = z + rand();
+    }
+  }
+  const indices = new Uint32Array(triangles * 3);
+  for (let i = 0; i < indices.length; i++) indices[i] = i;
+  return { vertices, indices };
+}
+
+/** 1 to 4 meshes of 1 to 3000 triangles each, all from `seed`. */
+function randomScene(seed: number): { vertices: Float32Array; indices: Uint32Array }[] {
+  const rand = random(seed);
+  const meshes = 1 + Math.floor(rand() * 4);
+  return Array.from({ length: meshes }, () => randomMesh(rand, 1 + Math.floor(rand() * 3000)));
+}
+
+/** Adds the meshes and commits; returns the first EmbreeError (from addTriangleMesh or commit), or null. */
+async function build(scene: rtc.Scene, meshes: { vertices: Float32Array; indices: Uint32Array }[]): Promise<EmbreeError | null> {
+  try {
+    for (const m of meshes) scene.addTriangleMesh(m.vertices, m.indices);
+    await scene.commit();
+    return null;
+  } catch (error) {
+    if (error instanceof EmbreeError) return error;
+    throw error;
+  }
+}
+
+/** A monitor that keeps its own sum by the seed's rule and can refuse the allocation with a given index. */
+function countingMonitor(refuseAt = -1): { fn: rtc.MemoryMonitor; bytes: () => number; allocations: () => number; calls: () => number } {
+  let bytes = 0;
+  let allocations = 0;
+  let calls = 0;
+  const fn = (n: number, post: boolean): boolean => {
+    calls++;
+    let ok = true;
+    if (n > 0 && allocations++ === refuseAt) ok = false;
+    if (ok || post) bytes += n;
+    return ok;
+  };
+  return { fn, bytes: () => bytes, allocations: () => allocations, calls: () => calls };
+}
+
+const OOM = "RTC_ERROR_OUT_OF_MEMORY";
+
+test("Embree loads; rtc.version names it", () => {
+  const v = rtc.load();
+  assert.ok(v.major === 3 || v.major === 4, `major ${v.major}`);
+  assert.equal(v.string, `${v.major}.${v.minor}.${v.patch}`);
+  assert.match(v.path, /embree[34]/);
+  assert.deepEqual(rtc.version, v);
+  using device = rtc.newDevice();
+  assert.deepEqual(device.version, v);
+  assert.equal(device.getProperty(rtc.DeviceProperty.VERSION_MAJOR), v.major);
+});
+
+describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)", () => {
+  test("random scenes built and released with a counting monitor leave 0 bytes, no error", async () => {
+    using device = rtc.newDevice();
+    const monitor = countingMonitor();
+    device.setMemoryMonitorFunction(monitor.fn);
+    for (let seed = 1; seed <= 12; seed++) {
+      const scene = device.newScene();
+      const error = await build(scene, randomScene(seed));
+      assert.equal(error, null, `seed ${seed}`);
+      assert.ok(monitor.bytes() > 0, "the scene holds memory");
+      assert.equal(monitor.bytes(), device.memory.bytes, "the monitor's sum and memlife's agree");
+      scene.release();
+      assert.equal(monitor.bytes(), 0, `seed ${seed}: bytes left after release`);
+      assert.equal(device.memory.bytes, 0);
+    }
+    assert.equal(device.memory.denied, 0);
+    assert.equal(device.memory.calls, monitor.calls());
+  }, { timeout: 60_000 });
+
+  test("a refusal at a random allocation gives exactly one OUT_OF_MEMORY, and 0 bytes after release", async () => {
+    using device = rtc.newDevice();
+    let errors = 0;
+    for (let seed = 100; seed < 112; seed++) {
+      // A first build counts the allocations; a second one refuses one of them.
+      const count = countingMonitor();
+      device.setMemoryMonitorFunction(count.fn);
+      const first = device.newScene();
+      const meshes = randomScene(seed);
+      for (const m of meshes) first.addTriangleMesh(m.vertices, m.indices);
+      const inAdd = count.allocations();
+      await first.commit();
+      first.release();
+      assert.equal(count.bytes(), 0);
+
+      // Every third seed refuses an allocation of addTriangleMesh, the others any. Builds on
+      // several threads may allocate a little differently: stay inside the first 90%.
+      const r = random(seed)();
+      const refuseAt = Math.floor(seed % 3 === 0 ? r * inAdd : r * count.allocations() * 0.9);
+      const refusing = countingMonitor(refuseAt);
+      device.setMemoryMonitorFunction(refusing.fn);
+      const deniedBefore = device.memory.denied;
+      const scene = device.newScene();
+      const error = await build(scene, randomScene(seed));
+      assert.ok(error instanceof EmbreeError, `seed ${seed}: refusing allocation ${refuseAt} of ${count.allocations()} gave no error`);
+      assert.equal(error.codeName, OOM);
+      assert.equal(error.code, 4);
+      assert.equal(error.fn, refuseAt < inAdd ? "rtcSetNewGeometryBuffer" : "rtcCommitScene");
+      assert.equal(device.memory.denied - deniedBefore, 1);
+      errors++;
+      scene.release();
+      assert.equal(refusing.bytes(), 0, `seed ${seed}: the monitor's sum after release`);
+      assert.equal(device.memory.bytes, 0, `seed ${seed}: memlife's sum after release`);
+    }
+    assert.equal(errors, 12);
+  }, { timeout: 90_000 });
+
+  test("unset monitor: no error, and memlife still accounts", async () => {
+    using device = rtc.newDevice();
+    const monitor = countingMonitor(0);
+    device.setMemoryMonitorFunction(monitor.fn);
+    device.setMemoryMonitorFunction(null);
+    using scene = device.newScene();
+    assert.equal(await build(scene, randomScene(7)), null);
+    assert.equal(monitor.calls(), 0);
+    assert.ok(device.memory.bytes > 0);
+    scene.release();
+    assert.equal(device.memory.bytes, 0);
+  });
+
+  test("a monitor that returns nothing lets every allocation through", async () => {
+    using device = rtc.newDevice();
+    let calls = 0;
+    device.setMemoryMonitorFunction(() => {
+      calls++;
+    });
+    using scene = device.newScene();
+    assert.equal(await build(scene, randomScene(8)), null);
+    assert.ok(calls > 0);
+    assert.equal(device.memory.denied, 0);
+  });
+
+  test("the monitor runs on the JS thread, one call at a time, with (bytes, post)", async () => {
+    using device = rtc.newDevice("threads=0");
+    let depth = 0;
+    let overlapped = false;
+    const seen: [number, boolean][] = [];
+    device.setMemoryMonitorFunction((bytes, post) => {
+      if (depth++ > 0) overlapped = true;
+      seen.push([bytes, post]);
+      depth--;
+      return true;
+    });
+    const scene = device.newScene();
+    assert.equal(await build(scene, randomScene(9)), null);
+    scene.release();
+    assert.equal(overlapped, false);
+    assert.ok(seen.every(([b, p]) => Number.isInteger(b) && b !== 0 && typeof p === "boolean"));
+    assert.ok(seen.some(([b]) => b > 0) && seen.some(([b]) => b < 0));
+    assert.ok(seen.filter(([b]) => b < 0).every(([, p]) => p), "frees are reported after the fact");
+  });
+});
+
+describe("threads", () => {
+  const big = randomMesh(random(42), 1_000_000);
+
+  test("1M triangles, threads=0: TBB workers call the monitor, and a refusal from a worker is honoured", async () => {
+    using device = rtc.newDevice("threads=0");
+    const relayedAllocations: number[] = [];
+    let lastRelayed = 0;
+    let refuseAt = -1;
+    device.setMemoryMonitorFunction((bytes, post) => {
+      const { relayed } = rtc.monitorDiagnostics(device);
+      const fromWorker = relayed > lastRelayed;
+      lastRelayed = relayed;
+      if (!fromWorker || bytes <= 0 || post) return true;
+      relayedAllocations.push(bytes);
+      return relayedAllocations.length - 1 !== refuseAt;
+    });
+    const bunBefore = runtime === "bun" ? (await import("../ffi/bun.ts")).bunRelayStats().relayed : 0;
+
+    const scene = device.newScene();
+    scene.addTriangleMesh(big.vertices, big.indices);
+    const start = rtc.monitorDiagnostics(device);
+    await scene.commit();
+    const end = rtc.monitorDiagnostics(device);
+    assert.ok(end.relayed - start.relayed > 0, "no monitor call came from another thread");
+    assert.ok(relayedAllocations.length >= 2, `only ${relayedAllocations.length} allocations from other threads`);
+    if (runtime === "bun") {
+      const bunAfter = (await import("../ffi/bun.ts")).bunRelayStats().relayed;
+      assert.ok(bunAfter - bunBefore >= end.relayed - start.relayed, "Bun's relay counted the foreign-thread calls too");
+    }
+    const hit = scene.intersect1({ origin: [big.vertices[0] + 0.0001, big.vertices[1], -1], direction: [0, 0, 1] });
+    assert.ok(hit === null || (hit.geomID === 0 && hit.distance > 0));
+    scene.release();
+    assert.equal(device.memory.bytes, 0);
+
+    // The same scene again, refusing the K-th allocation made on another thread.
+    const seen = relayedAllocations.length;
+    refuseAt = Math.floor(seen / 2);
+    relayedAllocations.length = 0;
+    const again = device.newScene();
+    again.addTriangleMesh(big.vertices, big.indices);
+    const deniedBefore = device.memory.denied;
+    await assert.rejects(again.commit(), (e: unknown) => e instanceof EmbreeError && e.codeName === OOM && e.fn === "rtcCommitScene");
+    assert.ok(relayedAllocations.length > refuseAt, "the refused call came from another thread");
+    assert.equal(device.memory.denied - deniedBefore, 1);
+    again.release();
+    assert.equal(device.memory.bytes, 0);
+  }, { timeout: 120_000 });
+
+  test("two devices alive at once (threads=1, threads=0): each monitor sees only its device", async () => {
+    using one = rtc.newDevice("threads=1");
+    using all = rtc.newDevice("threads=0");
+    const a = countingMonitor();
+    const b = countingMonitor();
+    one.setMemoryMonitorFunction(a.fn);
+    all.setMemoryMonitorFunction(b.fn);
+
+    const sceneA = one.newScene();
+    sceneA.addTriangleMesh(big.vertices.subarray(0, 9 * 50_000), big.indices.subarray(0, 3 * 50_000));
+    assert.ok(a.calls() > 0);
+    assert.equal(b.calls(), 0, "device B saw device A's allocations");
+    const sceneB = all.newScene();
+    sceneB.addTriangleMesh(big.vertices.subarray(0, 9 * 200_000), big.indices.subarray(0, 3 * 200_000));
+    const aCalls = a.calls();
+    await Promise.all([sceneA.commit(), sceneB.commit()]);
+    assert.equal(a.bytes(), one.memory.bytes);
+    assert.equal(b.bytes(), all.memory.bytes);
+    assert.ok(b.bytes() > a.bytes(), "the bigger scene's device holds more");
+    assert.ok(a.calls() > aCalls);
+
+    const bCalls = b.calls();
+    sceneA.release();
+    assert.equal(a.bytes(), 0);
+    assert.equal(b.calls(), bCalls, "releasing A's scene called B's monitor");
+    assert.ok(b.bytes() > 0);
+    sceneB.release();
+    assert.equal(b.bytes(), 0);
+    assert.equal(all.memory.bytes, 0);
+    assert.equal(one.memory.bytes, 0);
+  }, { timeout: 60_000 });
+
+  test("commits of two scenes of one device at once both settle", async () => {
+    using device = rtc.newDevice("threads=0");
+    const count = countingMonitor();
+    device.setMemoryMonitorFunction(count.fn);
+    using s1 = device.newScene();
+    using s2 = device.newScene();
+    s1.addTriangleMesh(big.vertices.subarray(0, 9 * 100_000), big.indices.subarray(0, 3 * 100_000));
+    s2.addTriangleMesh(big.vertices.subarray(0, 9 * 100_000), big.indices.subarray(0, 3 * 100_000));
+    await Promise.all([s1.commit(), s2.commit()]);
+    assert.ok(s1.committed && s2.committed);
+    assert.equal(count.bytes(), device.memory.bytes);
+  }, { timeout: 60_000 });
+});
+
+describe("monitor failures and replacement", () => {
+  test("a throwing monitor: commit rejects with OUT_OF_MEMORY, cause = the exception, reported to onCallbackError", async () => {
+    const reported: [unknown, string][] = [];
+    onCallbackError((error, source) => reported.push([error, source]));
+    try {
+      using device = rtc.newDevice("threads=0");
+      using scene = device.newScene();
+      const { vertices, indices } = randomMesh(random(3), 50_000);
+      scene.addTriangleMesh(vertices, indices);
+      const thrown = new Error("monitor says no");
+      device.setMemoryMonitorFunction((bytes) => {
+        if (bytes > 0) throw thrown;
+      });
+      const error = await scene.commit().then(() => null, (e: unknown) => e);
+      assert.ok(error instanceof EmbreeError, String(error));
+      assert.equal(error.codeName, OOM);
+      assert.equal(error.cause, thrown);
+      assert.ok(reported.length >= 1);
+      assert.ok(reported.every(([e, source]) => e === thrown && source === "memoryMonitor"));
+      assert.equal(scene.committed, false);
+      assert.throws(() => scene.intersect1({ origin: [0, 0, 0], direction: [0, 0, 1] }), EmbreeError);
+    } finally {
+      onCallbackError(null);
+    }
+  }, { timeout: 30_000 });
+
+  test("the monitor replaced while a commit runs (inside a monitor call and from a timer)", async () => {
+    using device = rtc.newDevice("threads=0");
+    using scene = device.newScene();
+    const { vertices, indices } = randomMesh(random(4), 300_000);
+    scene.addTriangleMesh(vertices, indices);
+    const before = device.memory.calls;
+    const calls = { a: 0, b: 0, c: 0 };
+    const c = () => {
+      calls.c++;
+      return true;
+    };
+    const b = () => {
+      calls.b++;
+      if (calls.b === 1) setTimeout(() => device.setMemoryMonitorFunction(c), 0);
+      return true;
+    };
+    let timer: ReturnType<typeof setInterval> | undefined;
+    device.setMemoryMonitorFunction(() => {
+      calls.a++;
+      // Replaced synchronously inside the monitor, with TBB workers waiting on it, then from a
+      // timer while the commit goes on.
+      device.setMemoryMonitorFunction(b);
+      timer = setInterval(() => device.setMemoryMonitorFunction(calls.c > 0 ? c : device.memory.calls % 2 ? b : c), 1);
+      return true;
+    });
+    try {
+      await scene.commit();
+    } finally {
+      clearInterval(timer);
+    }
+    assert.equal(calls.a, 1);
+    assert.equal(calls.a + calls.b + calls.c, device.memory.calls - before);
+    assert.ok(scene.committed);
+    // Replaced by a refusing monitor in the middle of another commit: that commit fails cleanly.
+    using second = device.newScene();
+    second.addTriangleMesh(vertices, indices);
+    device.setMemoryMonitorFunction(() => {
+      device.setMemoryMonitorFunction((bytes) => bytes <= 0);
+    });
+    await assert.rejects(second.commit(), (e: unknown) => e instanceof EmbreeError && e.codeName === OOM);
+    device.setMemoryMonitorFunction(null);
+  }, { timeout: 60_000 });
+
+  test("exit(3) with a commit in flight exits with 3", async () => {
+    const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["inflight"], { timeout: 60_000 });
+    assert.equal(result.timedOut, false, "the child hung");
+    assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
+    assert.equal(result.code, 3, result.stderr);
+  }, { timeout: 70_000 });
+
+  test("exit(3) right after a commit exits with 3", async () => {
+    const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["after"], { timeout: 60_000 });
+    assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
+    assert.equal(result.code, 3, result.stderr);
+  }, { timeout: 70_000 });
+
+  test("a script that used Embree ends with 0 (released, and not released)", async () => {
+    for (const mode of ["end", "unreleased"]) {
+      const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), [mode], { timeout: 60_000 });
+      assert.equal(result.signal, null, `${mode}: killed by ${result.signal}: ${result.stderr}`);
+      assert.equal(result.code, 0, `${mode}: ${result.stderr}`);
+      if (mode === "end") assert.match(result.stdout, /released 0 hit true/);
+    }
+  }, { timeout: 130_000 });
+});
+
+describe("device.memory and setMemoryBudget", () => {
+  test("a budget below what a scene needs: commit rejects with OUT_OF_MEMORY, denied > 0, 0 bytes after release", async () => {
+    using device = rtc.newDevice("threads=0");
+    const { vertices, indices } = randomMesh(random(5), 100_000);
+    const scene = device.newScene();
+    scene.addTriangleMesh(vertices, indices);
+    const geometryBytes = device.memory.bytes;
+    assert.ok(geometryBytes >= vertices.byteLength + indices.byteLength, `${geometryBytes} bytes for the copied buffers`);
+    device.setMemoryBudget(geometryBytes + 1024);
+    assert.equal(device.memoryBudget, geometryBytes + 1024);
+    const error = await scene.commit().then(() => null, (e: unknown) => e);
+    assert.ok(error instanceof EmbreeError, String(error));
+    assert.equal(error.codeName, OOM);
+    assert.ok(error.cause instanceof RangeError, "the cause says the budget refused");
+    assert.ok(device.memory.denied > 0);
+    assert.ok(device.memory.peak <= geometryBytes + 1024 || device.memory.denied > 0);
+    scene.release();
+    assert.equal(device.memory.bytes, 0);
+
+    // Without the budget the same scene builds; peak and calls grow.
+    device.setMemoryBudget(null);
+    const ok = device.newScene();
+    ok.addTriangleMesh(vertices, indices);
+    await ok.commit();
+    const { bytes, peak, calls } = device.memory;
+    assert.ok(bytes > geometryBytes && peak >= bytes && calls > 0);
+    ok.release();
+    assert.equal(device.memory.bytes, 0);
+  }, { timeout: 60_000 });
+
+  test("a budget of 0 makes addTriangleMesh throw OUT_OF_MEMORY (the copy into Embree's buffers is refused)", () => {
+    using device = rtc.newDevice();
+    using scene = device.newScene();
+    device.setMemoryBudget(0);
+    const { vertices, indices } = randomMesh(random(6), 10);
+    assert.throws(() => scene.addTriangleMesh(vertices, indices), (e: unknown) =>
+      e instanceof EmbreeError && e.codeName === OOM && e.fn === "rtcSetNewGeometryBuffer" && e.cause instanceof RangeError);
+    assert.equal(device.memory.bytes, 0);
+    assert.ok(device.memory.denied >= 1);
+    device.setMemoryBudget(null);
+    assert.equal(scene.addTriangleMesh(vertices, indices), 0);
+  });
+
+  test("budget and monitor agree: the monitor's refusal counts in denied too", async () => {
+    using device = rtc.newDevice();
+    using scene = device.newScene();
+    device.setMemoryMonitorFunction((bytes, post) => !(bytes > 0 && !post));
+    assert.throws(() => scene.addTriangleMesh(new Float32Array(9), new Uint32Array([0, 1, 2])), EmbreeError);
+    assert.equal(device.memory.denied, 1);
+    assert.equal(device.memory.bytes, 0);
+  });
+});
+
+describe("errors and lifetimes", () => {
+  test("rtcNewDevice with a bad configuration throws EmbreeError with a code name", () => {
+    assert.throws(() => rtc.newDevice("threads=abc"), (e: unknown) =>
+      e instanceof EmbreeError && e.fn === "rtcNewDevice" && /^RTC_ERROR_/.test(e.codeName) && e.code > 0 && e.message.length > 0);
+    assert.throws(() => rtc.newDevice(42 as unknown as string), TypeError);
+  });
+
+  test("EMBREE_LIBRARY pointing nowhere: LibraryLoadError listing the path and the package", async () => {
+    const result = await runScript(new URL("./fixtures/embree-missing.ts", import.meta.url), [], {
+      env: { EMBREE_LIBRARY: "/nonexistent/libembree4.so.4" },
+      timeout: 30_000,
+    });
+    assert.equal(result.code, 0, result.stderr);
+    const report = JSON.parse(result.stdout.trim().split("\n").pop()!);
+    assert.equal(report.name, "LibraryLoadError");
+    assert.equal(report.isClass, true);
+    assert.deepEqual(report.tried, ["/nonexistent/libembree4.so.4"]);
+    assert.match(report.message, /libembree3-3/);
+    assert.match(report.message, /libembree4-4/);
+    assert.ok(LibraryLoadError.prototype instanceof Error);
+  }, { timeout: 40_000 });
+
+  test("an error raised on the JS thread is routed to its call", () => {
+    using device = rtc.newDevice();
+    assert.throws(() => device.getProperty(9999), (e: unknown) =>
+      e instanceof EmbreeError && e.fn === "rtcGetDeviceProperty" && e.codeName === "RTC_ERROR_INVALID_ARGUMENT");
+    assert.equal(device.getProperty(rtc.DeviceProperty.VERSION), Number(device.version.string.split(".").reduce((a, p) => a * 100 + Number(p), 0)));
+  });
+
+  test("bad arguments throw TypeError/RangeError before any native call", () => {
+    using device = rtc.newDevice();
+    using scene = device.newScene();
+    const calls = device.memory.calls;
+    const v = new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]);
+    assert.throws(() => scene.addTriangleMesh(new Float64Array(9) as unknown as Float32Array, new Uint32Array([0, 1, 2])), TypeError);
+    assert.throws(() => scene.addTriangleMesh(v, new Int32Array([0, 1, 2]) as unknown as Uint32Array), TypeError);
+    assert.throws(() => scene.addTriangleMesh(v, [0, 1, 2] as unknown as Uint32Array), TypeError);
+    assert.throws(() => scene.addTriangleMesh(v, new Uint32Array([0, 1, 3])), RangeError);
+    assert.throws(() => scene.addTriangleMesh(v, new Uint32Array([0, 1])), RangeError);
+    assert.throws(() => scene.addTriangleMesh(new Float32Array(8), new Uint32Array([0, 1, 2])), RangeError);
+    assert.throws(() => scene.addTriangleMesh(v, new Uint32Array(0)), RangeError);
+    assert.throws(() => device.setMemoryMonitorFunction(42 as unknown as rtc.MemoryMonitor), TypeError);
+    assert.throws(() => device.setMemoryBudget(-1), RangeError);
+    assert.throws(() => device.setMemoryBudget(NaN), RangeError);
+    assert.throws(() => scene.intersect1({ origin: [0, 0], direction: [0, 0, 1] }), TypeError);
+    assert.throws(() => device.getProperty(-1), RangeError);
+    assert.equal(device.memory.calls, calls, "a native call allocated");
+    assert.equal(scene.committed, false);
+    assert.throws(() => scene.intersect1({ origin: [0, 0, 0], direction: [0, 0, 1] }), (e: unknown) =>
+      e instanceof EmbreeError && e.codeName === "RTC_ERROR_INVALID_OPERATION");
+  });
+
+  test("ReleasedError after release; a second release is a no-op", async () => {
+    const device = rtc.newDevice();
+    const scene = device.newScene();
+    scene.release();
+    scene.release();
+    assert.throws(() => scene.addTriangleMesh(new Float32Array(9), new Uint32Array([0, 1, 2])), ReleasedError);
+    await assert.rejects(scene.commit(), ReleasedError);
+    assert.throws(() => scene.intersect1({ origin: [0, 0, 0], direction: [0, 0, 1] }), ReleasedError);
+    assert.throws(() => scene.unsafeHandle, ReleasedError);
+    assert.throws(() => scene.retain(), ReleasedError);
+    device.release();
+    device[Symbol.dispose]();
+    assert.throws(() => device.newScene(), ReleasedError);
+    assert.throws(() => device.setMemoryMonitorFunction(null), ReleasedError);
+    assert.throws(() => device.setMemoryBudget(null), ReleasedError);
+    assert.throws(() => device.getProperty(0), ReleasedError);
+    assert.equal(device.memory.bytes, 0, "memory stays readable");
+  });
+
+  test("retain() needs its own release()", async () => {
+    const device = rtc.newDevice();
+    device.retain();
+    device.release();
+    const scene = device.newScene();
+    scene.retain();
+    scene.release();
+    scene.addTriangleMesh(new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]), new Uint32Array([0, 1, 2]));
+    await scene.commit();
+    scene.release();
+    assert.equal(scene.alive, false);
+    device.release();
+    assert.equal(device.alive, false);
+    assert.equal(device.memory.bytes, 0);
+  });
+
+  test("a device outlives its scenes: released first, its scenes still work and its monitor sees them freed", async () => {
+    using probe = rtc.newDevice();
+    const { liveDevices } = rtc.monitorDiagnostics(probe);
+    const device = rtc.newDevice();
+    const monitor = countingMonitor();
+    device.setMemoryMonitorFunction(monitor.fn);
+    const scene = device.newScene();
+    device.release();
+    scene.addTriangleMesh(new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]), new Uint32Array([0, 1, 2]));
+    await scene.commit();
+    const hit = scene.intersect1({ origin: [0.25, 0.25, 1], direction: [0, 0, -1] });
+    assert.ok(hit !== null);
+    assert.ok(Math.abs(hit.distance - 1) < 1e-6 && hit.primID === 0 && hit.geomID === 0);
+    assert.ok(Math.abs(hit.u - 0.25) < 1e-6 && Math.abs(hit.v - 0.25) < 1e-6);
+    assert.ok(monitor.bytes() > 0);
+    const calls = monitor.calls();
+    scene.release();
+    assert.ok(monitor.calls() > calls, "the monitor was called while the scene was freed");
+    assert.equal(monitor.bytes(), 0);
+    assert.equal(device.memory.bytes, 0);
+    assert.equal(rtc.monitorDiagnostics(device).liveDevices, liveDevices, "the device's state left with its last scene");
+  });
+
+  test("scenes and devices dropped without release are freed by the GC safety net", async () => {
+    using probe = rtc.newDevice();
+    const baseline = rtc.monitorDiagnostics(probe).liveDevices;
+    (() => {
+      for (let i = 0; i < 20; i++) {
+        const device = rtc.newDevice();
+        const scene = device.newScene();
+        scene.addTriangleMesh(new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]), new Uint32Array([0, 1, 2]));
+      }
+    })();
+    assert.ok(rtc.monitorDiagnostics(probe).liveDevices >= baseline + 20);
+    for (let round = 0; round < 100 && rtc.monitorDiagnostics(probe).liveDevices > baseline; round++) {
+      gc();
+      await sleep(20);
+    }
+    assert.equal(rtc.monitorDiagnostics(probe).liveDevices, baseline);
+  }, { timeout: 30_000 });
+});
