@@ -1,0 +1,444 @@
+/**
+ * The benchmark cases of one runtime, run by bench/main.ts as a process of its own:
+ *   bun bench/cases.ts | deno run -A bench/cases.ts | node --expose-gc bench/cases.ts
+ * with --group=opencl|embree|all --filter=substr --sample-ms= --warmup-ms= --samples=
+ * --triangles=10000,100000 --budget=bytes. Prints JSON lines (bench/measure.ts) on stdout.
+ *
+ * Each case is measured twice: through memlife's public API ("memlife") and as the raw floor
+ * ("raw"): the very same native calls through `backend.open` bindings of the same backend, with
+ * no wrapper, so the ratio between the two is what memlife itself costs on this runtime.
+ */
+import * as memlife from "../src/mod.ts";
+import { cl } from "../src/mod.ts";
+import { backend } from "../src/backend.ts";
+import type { Pointer } from "../ffi/types.ts";
+import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
+import { embreeCallbacks, embreeSymbols } from "../ffi/symbols/embree.ts";
+import { libcSymbols, RTLD_GLOBAL, RTLD_NODELETE, RTLD_NOW } from "../ffi/symbols/libc.ts";
+import { type Body, emit, type Entry, measureAll, type MeasureOptions } from "./measure.ts";
+import { budgetBytes, type CaseSpec, embreeCases, matches, openclCases, triangleSets } from "./plan.ts";
+
+// ---- options ------------------------------------------------------------------------------------
+
+const args = new Map(process.argv.slice(2).map((a) => {
+  const eq = a.indexOf("=");
+  return eq < 0 ? [a, "true"] : [a.slice(0, eq), a.slice(eq + 1)];
+}));
+const method: MeasureOptions = {
+  sampleMs: Number(args.get("--sample-ms") ?? 50),
+  warmupMs: Number(args.get("--warmup-ms") ?? 100),
+  samples: Number(args.get("--samples") ?? 5),
+};
+const filter = args.get("--filter") || undefined;
+const group = args.get("--group") ?? "all";
+const triangles = args.get("--triangles")?.split(",").map(Number) ?? [...triangleSets.default];
+const budget = Number(args.get("--budget") ?? budgetBytes);
+const runtime = backend.runtime;
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+type Gc = (() => void) | undefined;
+const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void; version: string }; Deno?: { version: { deno: string } } };
+const collect: Gc = g.Bun ? () => g.Bun!.gc(true) : g.gc;
+const version = g.Bun ? g.Bun.version : g.Deno ? g.Deno.version.deno : process.versions.node;
+
+const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
+
+/**
+ * Waits for callbacks still owed (a driver may deliver them on its own thread, later). On PoCL they
+ * have all run already and this returns at once.
+ */
+async function until(done: () => boolean, what: string): Promise<void> {
+  for (let i = 0; !done(); i++) {
+    if (i > 20_000) throw new Error(`gave up waiting for ${what}`);
+    await (i < 8 ? null : tick());
+  }
+}
+
+/** One implementation of a case: a body to measure, or the reason it can't be measured. */
+interface Impl {
+  readonly impl: string;
+  readonly body: Body | string;
+  readonly perOp?: () => Record<string, number>;
+}
+
+/**
+ * Measures implementations that are compared with each other (bench/measure.ts samples them
+ * round-robin) and prints a line for each: its result, or why there is none.
+ */
+async function bench(items: readonly { spec: CaseSpec; impls: readonly Impl[] }[]): Promise<void> {
+  const entries: Entry[] = [];
+  for (const { spec, impls } of items) {
+    for (const { impl, body, perOp } of impls) {
+      if (typeof body === "string") emit({ type: "unavailable", case: spec.name, runtime, impl, reason: body });
+      else entries.push({ case: spec.name, impl, items: spec.triangles ?? 1, body, perOp });
+    }
+  }
+  // A full collection before each sample: each sample pays for its own garbage, not for the
+  // garbage of the entry sampled before it.
+  const results = await measureAll(method, runtime, entries, collect);
+  results.forEach((result, i) => {
+    const { case: name, impl } = entries[i];
+    emit(typeof result === "string" ? { type: "unavailable", case: name, runtime, impl, reason: result } : result);
+  });
+}
+
+function unavailableAll(specs: readonly CaseSpec[], reason: string): void {
+  for (const spec of specs) for (const impl of spec.impls) emit({ type: "unavailable", case: spec.name, runtime, impl, reason });
+}
+
+// ---- OpenCL -------------------------------------------------------------------------------------
+
+const READ_WRITE = 1; // CL_MEM_READ_WRITE
+const USE_HOST_PTR = 8; // CL_MEM_USE_HOST_PTR
+/** Like bench/baseline.c: queue.finish() after every SVM_BATCH frees, so queued work stays bounded. */
+const SVM_BATCH = 256;
+/** Yield to the event loop every so often in callback loops, as a program that does other work would. */
+const YIELD_EVERY = 1024;
+
+async function openclBenchmarks(): Promise<void> {
+  const specs = openclCases.filter((s) => matches(s, filter));
+  if (specs.length === 0) return;
+  let ctx: cl.Context;
+  let queue: cl.CommandQueue;
+  try {
+    ctx = cl.createContext();
+    queue = ctx.createCommandQueue();
+  } catch (error) {
+    unavailableAll(specs, `no OpenCL context: ${error instanceof Error ? error.message : String(error)}`);
+    return;
+  }
+  const device = ctx.devices[0];
+  emit({ type: "info", runtime, version, device: device.name, platform: device.platform.name });
+
+  // The raw floor: the same library, bound again through the backend, on memlife's own context.
+  const raw = backend.open(cl.library().path, openclSymbols);
+  const s = raw.symbols;
+  const context = ctx.unsafeHandle;
+  const q = queue.unsafeHandle;
+  const errcode = new Int32Array(new ArrayBuffer(4));
+  const eventSlot = new BigUint64Array(new ArrayBuffer(8));
+  const svmList = new BigUint64Array(new ArrayBuffer(8));
+
+  // Raw callbacks: process-lifetime trampolines, like memlife's, that only count (and wake a waiter).
+  let rawDestroyed = 0;
+  let wake: (() => void) | undefined;
+  const rawDestructor = backend.callback(openclCallbacks.memDestructor, () => {
+    rawDestroyed++;
+    wake?.();
+  });
+  // With pfn_free_func the application frees the pointers. Bun's svm_pointers array may be gone
+  // by the time a queued callback runs (DESIGN.md), so the pointers stay on the JS side, by id.
+  const rawPending: (Pointer | null)[] = new Array(SVM_BATCH + 1).fill(null);
+  let rawFreed = 0;
+  const rawSvmFree = backend.callback(openclCallbacks.svmFree, (_q: unknown, _n: number, _p: unknown, id: number) => {
+    s.clSVMFree(context, rawPending[id]);
+    rawPending[id] = null;
+    rawFreed++;
+  });
+
+  let destroyed = 0;
+  const onDestroyed = () => void destroyed++;
+  let freed = 0;
+  const onFree = () => void freed++;
+  const host = new Uint8Array(new ArrayBuffer(4096));
+
+  const svmReason = !device.svm.coarseGrainBuffer
+    ? `device "${device.name}" has no SVM (CL_DEVICE_SVM_CAPABILITIES)`
+    : s.clSVMAlloc === undefined ? "the OpenCL library has no clSVMAlloc (OpenCL 2.0)" : undefined;
+
+  const items: { spec: CaseSpec; impls: Impl[] }[] = [];
+  for (const spec of specs) {
+    const size = spec.bytes!;
+    const k = spec.callbacks ?? 0;
+    let rawBody: Body | string;
+    let memlifeBody: Body | string;
+    if (spec.kind === "create" || spec.kind === "callbacks") {
+      rawBody = async (n) => {
+        const expected = rawDestroyed + n * k;
+        for (let i = 0; i < n; i++) {
+          const mem = s.clCreateBuffer(context, READ_WRITE, size, null, errcode);
+          if (mem === null) throw new Error(`clCreateBuffer: ${errcode[0]}`);
+          for (let j = 0; j < k; j++) s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0);
+          if (s.clReleaseMemObject(mem) !== 0) throw new Error("clReleaseMemObject failed");
+          if (k > 0 && i % YIELD_EVERY === YIELD_EVERY - 1) await null;
+        }
+        await until(() => rawDestroyed >= expected, "destructor callbacks");
+      };
+      memlifeBody = async (n) => {
+        const expected = destroyed + n * k;
+        for (let i = 0; i < n; i++) {
+          const buf = ctx.createBuffer(size);
+          for (let j = 0; j < k; j++) buf.setDestructorCallback(onDestroyed);
+          buf.release();
+          if (k > 0 && i % YIELD_EVERY === YIELD_EVERY - 1) await null;
+        }
+        // memlife runs destructor callbacks on a microtask after release(): they are part of the cost.
+        await until(() => destroyed >= expected, "destructor callbacks");
+      };
+    } else if (spec.kind === "await") {
+      // One buffer at a time, each awaited until its destructor ran: what reusing host memory
+      // takes. The raw floor awaits a bare promise that its own destructor callback resolves.
+      const use = spec.name.includes("hostPtr");
+      const flags = READ_WRITE | (use ? USE_HOST_PTR : 0);
+      rawBody = async (n) => {
+        for (let i = 0; i < n; i++) {
+          const gone = new Promise<void>((resolve) => (wake = resolve));
+          const mem = s.clCreateBuffer(context, flags, size, use ? host : null, errcode);
+          if (mem === null) throw new Error(`clCreateBuffer: ${errcode[0]}`);
+          s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0);
+          if (s.clReleaseMemObject(mem) !== 0) throw new Error("clReleaseMemObject failed");
+          await gone;
+        }
+        wake = undefined;
+      };
+      memlifeBody = async (n) => {
+        for (let i = 0; i < n; i++) {
+          const buf = use ? ctx.createBuffer(host, { hostPtr: "use" }) : ctx.createBuffer(size);
+          const gone = buf.destroyed;
+          buf.release();
+          await gone;
+        }
+      };
+    } else if (svmReason !== undefined) {
+      rawBody = memlifeBody = svmReason;
+    } else {
+      const mode = spec.name.endsWith("release") ? "release" : spec.name.endsWith("onFree") ? "onFree" : "enqueue";
+      rawBody = async (n) => {
+        const expected = rawFreed + (mode === "onFree" ? n : 0);
+        for (let i = 0; i < n; i++) {
+          const ptr = s.clSVMAlloc(context, READ_WRITE, size, 0);
+          if (ptr === null) throw new Error("clSVMAlloc returned NULL");
+          if (mode === "release") {
+            s.clSVMFree(context, ptr);
+            continue;
+          }
+          svmList[0] = backend.address(ptr);
+          const id = (i % SVM_BATCH) + 1;
+          if (mode === "onFree") rawPending[id] = ptr;
+          const status = s.clEnqueueSVMFree(q, 1, svmList, mode === "onFree" ? rawSvmFree : null, id, 0, null, eventSlot);
+          if (status !== 0) throw new Error(`clEnqueueSVMFree: ${status}`);
+          s.clReleaseEvent(backend.fromAddress(eventSlot[0]));
+          if ((i + 1) % SVM_BATCH === 0) await raw.async.clFinish(q);
+        }
+        if (mode !== "release") await raw.async.clFinish(q);
+        await until(() => rawFreed >= expected, "SVM free callbacks");
+      };
+      memlifeBody = async (n) => {
+        const expected = freed + (mode === "onFree" ? n : 0);
+        const options = mode === "onFree" ? { onFree } : {};
+        for (let i = 0; i < n; i++) {
+          const allocation = ctx.svmAlloc(size);
+          if (mode === "release") {
+            allocation.release();
+            continue;
+          }
+          queue.enqueueSVMFree([allocation], options).release();
+          if ((i + 1) % SVM_BATCH === 0) await queue.finish();
+        }
+        if (mode !== "release") await queue.finish();
+        await until(() => freed >= expected, "onFree callbacks");
+      };
+    }
+    items.push({ spec, impls: [{ impl: "raw", body: rawBody }, { impl: "memlife", body: memlifeBody }] });
+  }
+  // What a destructor callback adds is a difference between cases: measure the 4 KiB buffer with
+  // 0, 1 and 4 callbacks together, round-robin, so that load changes do not land in the difference.
+  const together = (spec: CaseSpec) => (spec.kind === "create" || spec.kind === "callbacks") && spec.bytes === 4096;
+  await bench(items.filter((item) => together(item.spec)));
+  for (const item of items) if (!together(item.spec)) await bench([item]);
+  queue.release();
+  ctx.release();
+}
+
+// ---- Embree -------------------------------------------------------------------------------------
+
+/** The slice of memlife's Embree API these cases use (src/embree, read structurally). */
+interface RtcScene {
+  addTriangleMesh(vertices: Float32Array, indices: Uint32Array): unknown;
+  commit(): Promise<void>;
+  release(): void;
+}
+interface RtcDevice {
+  newScene(): RtcScene;
+  /** memlife's accounting: `calls` counts every monitor call the device made. */
+  readonly memory?: { readonly calls: number };
+  setMemoryMonitorFunction(fn: ((bytes: number, post: boolean) => boolean) | null): void;
+  setMemoryBudget?(bytes: number): void;
+  release(): void;
+}
+interface Rtc {
+  newDevice(config?: string): RtcDevice;
+}
+
+/** The mesh bench/baseline.c builds: a grid of quads, two triangles each, with a bumpy height. */
+function mesh(triangleCount: number): { vertices: Float32Array; indices: Uint32Array } {
+  const cells = Math.ceil(triangleCount / 2);
+  const cols = Math.ceil(Math.sqrt(cells));
+  const rows = Math.ceil(cells / cols);
+  const vertices = new Float32Array(3 * (cols + 1) * (rows + 1));
+  for (let y = 0; y <= rows; y++) {
+    for (let x = 0; x <= cols; x++) {
+      const p = 3 * (y * (cols + 1) + x);
+      vertices[p] = x;
+      vertices[p + 1] = y;
+      vertices[p + 2] = ((x * 7 + y * 13) % 17) / 17;
+    }
+  }
+  const indices = new Uint32Array(3 * triangleCount);
+  for (let t = 0; t < triangleCount; t++) {
+    const cell = t >> 1;
+    const x = cell % cols;
+    const y = Math.floor(cell / cols);
+    const a = y * (cols + 1) + x;
+    const c = a + cols + 1;
+    indices.set(t % 2 === 0 ? [a, a + 1, c] : [a + 1, c + 1, c], 3 * t);
+  }
+  return { vertices, indices };
+}
+
+/** Opens Embree like memlife does (4 preferred over 3) and keeps it loaded until exit (DESIGN.md). */
+function openEmbree() {
+  const override = process.env.EMBREE_LIBRARY;
+  const candidates = override ? [override] : ["libembree4.so.4", "libembree3.so.3"];
+  const libc = backend.open("libc.so.6", libcSymbols).symbols;
+  const errors: string[] = [];
+  for (const path of candidates) {
+    try {
+      // Deno and Node crash at exit if Embree is unloaded while TBB threads run: pin it first.
+      libc.dlopen(path, RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE);
+      return backend.open(path, embreeSymbols);
+    } catch (error) {
+      errors.push(`${path}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  throw new Error(`no Embree library (${errors.join("; ")})`);
+}
+
+async function embreeBenchmarks(): Promise<void> {
+  const specs = embreeCases(triangles).filter((s) => matches(s, filter));
+  if (specs.length === 0) return;
+  const rtc = (memlife as unknown as { rtc?: Rtc }).rtc;
+  let lib: ReturnType<typeof openEmbree>;
+  try {
+    lib = openEmbree();
+  } catch (error) {
+    unavailableAll(specs, error instanceof Error ? error.message : String(error));
+    return;
+  }
+  const e = lib.symbols;
+  emit({ type: "info", runtime, version, embree: lib.path });
+
+  /** Per-device counters; a raw monitor finds its device's by the `user_data` id. */
+  interface Counters {
+    live: number;
+    calls: number;
+    builds: number;
+  }
+  const counters: Counters[] = [];
+  const rawMonitor = (budgeted: boolean) =>
+    backend.callback(embreeCallbacks.memoryMonitor, (id: number, bytes: number | bigint, post: boolean) => {
+      const c = counters[id];
+      c.calls++;
+      const b = Number(bytes);
+      // The budget refuses like memlife's does: an allocation that would go over it.
+      if (budgeted && b > 0 && !post && c.live + b > budget) return false;
+      c.live += b;
+      return true;
+    });
+  const countingMonitor = rawMonitor(false);
+  const budgetMonitor = rawMonitor(true);
+  const perBuild = (c: Counters) => () => ({ monitorCalls: c.builds > 0 ? Math.round(c.calls / c.builds) : 0 });
+
+  // The variants of one scene size are measured together, round-robin: the monitor target compares them.
+  for (const n of triangles) {
+    const sized = specs.filter((spec) => spec.triangles === n);
+    if (sized.length === 0) continue;
+    const { vertices, indices } = mesh(n);
+    const vertexCount = vertices.length / 3;
+    const cleanup: (() => void)[] = [];
+    const items = sized.map((spec) => ({
+      spec,
+      impls: spec.impls.map((impl): Impl => {
+        const c: Counters = { live: 0, calls: 0, builds: 0 };
+        if (impl === "memlife") {
+          if (rtc === undefined) return { impl, body: "src/mod.ts exports no `rtc` yet (memlife's Embree API is not written)" };
+          let device: RtcDevice;
+          try {
+            device = rtc.newDevice();
+            cleanup.push(() => device.release());
+            if (spec.monitor === "js") {
+              device.setMemoryMonitorFunction((bytes) => {
+                c.calls++;
+                c.live += bytes;
+                return true;
+              });
+            } else if (spec.monitor === "budget") {
+              if (typeof device.setMemoryBudget !== "function") return { impl, body: "rtc.Device has no setMemoryBudget yet" };
+              device.setMemoryBudget(budget);
+            }
+          } catch (error) {
+            return { impl, body: `error: ${error instanceof Error ? error.message : String(error)}` };
+          }
+          const body: Body = async (count) => {
+            let ns = 0;
+            for (let i = 0; i < count; i++) {
+              const scene = device.newScene();
+              scene.addTriangleMesh(vertices, indices);
+              const start = performance.now();
+              await scene.commit();
+              ns += (performance.now() - start) * 1e6;
+              scene.release();
+              c.builds++;
+            }
+            return ns;
+          };
+          // memlife keeps its own native monitor on every device: report its calls whatever the variant.
+          const stats = () => ({ monitorCalls: c.builds > 0 ? Math.round((device.memory?.calls ?? c.calls) / c.builds) : 0 });
+          return { impl, body, perOp: stats };
+        }
+
+        // The raw floor: the calls bench/baseline.c makes, through this runtime's bindings.
+        const device = e.rtcNewDevice("");
+        if (device === null) return { impl, body: "rtcNewDevice returned NULL" };
+        cleanup.push(() => e.rtcReleaseDevice(device));
+        counters.push(c);
+        if (spec.monitor !== "none") {
+          e.rtcSetDeviceMemoryMonitorFunction(device, spec.monitor === "js" ? countingMonitor : budgetMonitor, counters.length - 1);
+        }
+        const sync = impl === "raw sync";
+        const body: Body = async (count) => {
+          let ns = 0;
+          for (let i = 0; i < count; i++) {
+            const scene = e.rtcNewScene(device);
+            const geometry = e.rtcNewGeometry(device, 0); // RTC_GEOMETRY_TYPE_TRIANGLE
+            // RTC_BUFFER_TYPE_VERTEX, slot 0, RTC_FORMAT_FLOAT3, stride 12 / RTC_BUFFER_TYPE_INDEX, RTC_FORMAT_UINT3
+            const v = e.rtcSetNewGeometryBuffer(geometry, 1, 0, 0x9003, 12, vertexCount);
+            const ix = e.rtcSetNewGeometryBuffer(geometry, 0, 0, 0x5003, 12, n);
+            if (v === null || ix === null) throw new Error("rtcSetNewGeometryBuffer returned NULL");
+            new Float32Array(backend.arrayBuffer(v, vertices.byteLength)).set(vertices);
+            new Uint32Array(backend.arrayBuffer(ix, indices.byteLength)).set(indices);
+            e.rtcCommitGeometry(geometry);
+            e.rtcAttachGeometry(scene, geometry);
+            e.rtcReleaseGeometry(geometry);
+            const start = performance.now();
+            if (sync) e.rtcCommitScene(scene);
+            else await lib.async.rtcCommitScene(scene);
+            ns += (performance.now() - start) * 1e6;
+            await lib.async.rtcReleaseScene(scene);
+            c.builds++;
+          }
+          return ns;
+        };
+        return { impl, body, perOp: spec.monitor === "none" ? undefined : perBuild(c) };
+      }),
+    }));
+    await bench(items);
+    for (const release of cleanup) release();
+  }
+}
+
+// ---- main ---------------------------------------------------------------------------------------
+
+if (group === "all" || group === "opencl") await openclBenchmarks();
+if (group === "all" || group === "embree") await embreeBenchmarks();

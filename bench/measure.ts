@@ -1,0 +1,165 @@
+/**
+ * The timing method every benchmark process uses (bench/baseline.c and bench/pyopencl_cases.py
+ * repeat it): warm up while calibrating an operation count that runs at least `sampleMs`, then
+ * take `samples` samples of that many operations, and print per-operation nanoseconds (median,
+ * quartiles, extremes and the samples themselves) as one JSON line on stdout. Implementations that
+ * are compared with each other are sampled round-robin (`measureAll`).
+ *
+ * Runs unchanged on Bun, Deno and Node: only `performance.now()` and `console.log`.
+ */
+
+export interface MeasureOptions {
+  /** Shortest duration of one sample, in milliseconds. */
+  readonly sampleMs: number;
+  /** Warm-up: keep running (and calibrating) at least this long before the first sample. */
+  readonly warmupMs: number;
+  readonly samples: number;
+}
+
+/**
+ * One benchmark body: performs `n` operations. It may return the nanoseconds to count (when only
+ * part of the work is the thing measured, e.g. `commit()` but not building the scene), else the
+ * wall time of the whole call is counted.
+ */
+export type Body = (n: number) => number | void | Promise<number | void>;
+
+export interface ResultLine {
+  type: "result";
+  case: string;
+  runtime: string;
+  impl: string;
+  /** Operations per sample. */
+  iterations: number;
+  /** What one operation processes (triangles per build; 1 otherwise): items/s = items * ops/s. */
+  items: number;
+  /** Nanoseconds per operation. */
+  median: number;
+  min: number;
+  max: number;
+  q1: number;
+  q3: number;
+  samples: number[];
+  /** Counts per operation a case reports besides time (e.g. memory monitor calls per build). */
+  perOp?: Record<string, number>;
+}
+
+export interface UnavailableLine {
+  type: "unavailable";
+  case: string;
+  runtime: string;
+  impl: string;
+  reason: string;
+}
+
+export interface InfoLine {
+  type: "info";
+  runtime: string;
+  [key: string]: unknown;
+}
+
+export type Line = ResultLine | UnavailableLine | InfoLine;
+
+export function emit(line: Line): void {
+  console.log(JSON.stringify(line));
+}
+
+/** Quantile of sorted values, linear between neighbours. */
+export function quantile(sorted: readonly number[], q: number): number {
+  const pos = (sorted.length - 1) * q;
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+async function timed(body: Body, n: number): Promise<number> {
+  const start = performance.now();
+  const counted = await body(n);
+  const wall = (performance.now() - start) * 1e6;
+  return typeof counted === "number" ? counted : wall;
+}
+
+/** One implementation of one case, to be measured alongside the others it is compared with. */
+export interface Entry {
+  readonly case: string;
+  readonly impl: string;
+  /** What one operation processes (triangles per build), 1 otherwise. */
+  readonly items: number;
+  readonly body: Body;
+  /** Extra per-operation counts to report, read after the samples. */
+  readonly perOp?: () => Record<string, number>;
+}
+
+/**
+ * Measures entries that will be compared with each other (a case's raw floor and memlife; the
+ * Embree variants of one scene size). Each is warmed up and calibrated on its own; then the samples
+ * are taken round-robin, one of each entry per round, so that a change in machine load (other
+ * processes, CPU frequency) hits all of them alike instead of biasing their ratios.
+ * `settle` runs before every sample (bench/cases.ts forces a full GC there), so that no sample pays
+ * for the garbage its predecessor left. Returns a result line, or an error message, per entry.
+ */
+export async function measureAll(
+  options: MeasureOptions,
+  runtime: string,
+  entries: readonly Entry[],
+  settle?: () => void,
+): Promise<(ResultLine | string)[]> {
+  const sampleNs = options.sampleMs * 1e6;
+  const state = entries.map(() => ({ n: 1, perOp: [] as number[], error: undefined as string | undefined }));
+  const fail = (i: number, error: unknown) => {
+    state[i].error = `error: ${error instanceof Error ? error.message : String(error)}`;
+  };
+  for (const [i, entry] of entries.entries()) {
+    // Warm-up doubles as calibration: grow n towards one sample's length (at most 10x per step,
+    // so a first call that was slow for warm-up reasons does not decide n alone).
+    try {
+      let n = 1;
+      let spent = 0;
+      settle?.();
+      for (;;) {
+        const elapsed = await timed(entry.body, n);
+        spent += elapsed;
+        if (elapsed >= sampleNs && spent >= options.warmupMs * 1e6) break;
+        if (elapsed < sampleNs) {
+          const perOp = elapsed / n;
+          const next = perOp > 0 ? Math.ceil((sampleNs / perOp) * 1.1) : n * 2;
+          n = Math.max(n, Math.min(n * 10, next));
+        }
+      }
+      state[i].n = n;
+    } catch (error) {
+      fail(i, error);
+    }
+  }
+  for (let round = 0; round < options.samples; round++) {
+    for (const [i, entry] of entries.entries()) {
+      if (state[i].error !== undefined) continue;
+      try {
+        settle?.();
+        state[i].perOp.push((await timed(entry.body, state[i].n)) / state[i].n);
+      } catch (error) {
+        fail(i, error);
+      }
+    }
+  }
+  return entries.map((entry, i): ResultLine | string => {
+    const { n, perOp, error } = state[i];
+    if (error !== undefined) return error;
+    const sorted = [...perOp].sort((a, b) => a - b);
+    const line: ResultLine = {
+      type: "result",
+      case: entry.case,
+      runtime,
+      impl: entry.impl,
+      iterations: n,
+      items: entry.items,
+      median: quantile(sorted, 0.5),
+      min: sorted[0],
+      max: sorted[sorted.length - 1],
+      q1: quantile(sorted, 0.25),
+      q3: quantile(sorted, 0.75),
+      samples: perOp.map((x) => Math.round(x * 1000) / 1000),
+    };
+    if (entry.perOp !== undefined) line.perOp = entry.perOp();
+    return line;
+  });
+}

@@ -1,0 +1,104 @@
+/**
+ * Where memlife's create + release time goes, part by part, on one runtime:
+ *   bun bench/parts.ts | deno run -A --v8-flags=--expose-gc bench/parts.ts | node --expose-gc bench/parts.ts
+ *   [--samples=9]
+ *
+ * Each line adds one layer of the wrapper to the raw floor, so the differences between lines are
+ * what each layer costs (all lines are sampled round-robin, like bench/cases.ts):
+ *   raw                      clCreateBuffer + clReleaseMemObject through a fresh backend binding
+ *   raw via memlife binding  the same two calls through memlife's own binding (`opencl().symbols`)
+ *   + Buffer object          raw calls + `new Buffer(...)` + `buf.release()` (object, safety net, checks)
+ *   createBuffer + release   the public API: adds argument checks (`bufferArguments`) and `ctx.handle()`
+ *   safety net alone         SafetyNet.add + remove on a plain object (no native call)
+ *   bufferArguments alone    the argument checks (no native call)
+ * and the same for an SVM allocation freed through the queue (svmAlloc + enqueueSVMFree + event
+ * release, queue.finish() every 256), the case furthest from its raw floor:
+ *   svm raw                  clSVMAlloc + clEnqueueSVMFree + clReleaseEvent, reused out-arrays
+ *   + fresh out-arrays       the same, with a new pointer array and event slot per call, as memlife
+ *   + SVMAllocation          memlife's svmAlloc, then the raw free path (fresh arrays)
+ *   svmAlloc + enqueueSVMFree the public API
+ */
+import { cl } from "../src/mod.ts";
+import { backend } from "../src/backend.ts";
+import { SafetyNet, inRegistry } from "../src/callbacks.ts";
+import { bufferArguments } from "../src/opencl/buffer.ts";
+import { openclSymbols } from "../ffi/symbols/opencl.ts";
+import type { Pointer } from "../ffi/types.ts";
+import { type Entry, measureAll } from "./measure.ts";
+import { formatTime } from "./report.ts";
+
+const samples = Number(process.argv.find((a) => a.startsWith("--samples="))?.slice(10) ?? 9);
+const size = 4096;
+const ctx = cl.createContext();
+const context = ctx.unsafeHandle;
+const raw = backend.open(cl.library().path, openclSymbols).symbols;
+const own = cl.library().symbols;
+const errcode = new Int32Array(new ArrayBuffer(4));
+const net = new SafetyNet<number>(() => {});
+let sink = 0;
+
+const entries: Entry[] = [
+  ["raw", (n: number) => {
+    for (let i = 0; i < n; i++) raw.clReleaseMemObject(raw.clCreateBuffer(context, 1, size, null, errcode));
+  }],
+  ["raw via memlife binding", (n: number) => {
+    for (let i = 0; i < n; i++) own.clReleaseMemObject(own.clCreateBuffer(context, 1, size, null, errcode));
+  }],
+  ["+ Buffer object", (n: number) => {
+    for (let i = 0; i < n; i++) new cl.Buffer(ctx, raw.clCreateBuffer(context, 1, size, null, errcode), size, 1, null).release();
+  }],
+  ["createBuffer + release", (n: number) => {
+    for (let i = 0; i < n; i++) ctx.createBuffer(size).release();
+  }],
+  ["safety net alone", (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const object = { alive: false, [inRegistry]: false };
+      net.add(object, i);
+      net.remove(object);
+    }
+  }],
+  ["bufferArguments alone", (n: number) => {
+    for (let i = 0; i < n; i++) sink += bufferArguments(size, undefined).flags;
+  }],
+].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
+
+const queue = ctx.createCommandQueue();
+const q = queue.unsafeHandle;
+const list = new BigUint64Array(new ArrayBuffer(8));
+const slot = new BigUint64Array(new ArrayBuffer(8));
+/** clEnqueueSVMFree of one pointer with no callback, as memlife calls it (fresh arrays) or not. */
+const rawFree = (pointer: Pointer, fresh: boolean) => {
+  const l = fresh ? new BigUint64Array(new ArrayBuffer(8)) : list;
+  const e = fresh ? new BigUint64Array(new ArrayBuffer(8)) : slot;
+  l[0] = backend.address(pointer);
+  if (raw.clEnqueueSVMFree(q, 1, l, null, 0, 0, null, e) !== 0) throw new Error("clEnqueueSVMFree failed");
+  raw.clReleaseEvent(backend.fromAddress(e[0]));
+};
+const svm = (op: (i: number) => void) => async (n: number) => {
+  for (let i = 0; i < n; i++) {
+    op(i);
+    if ((i + 1) % 256 === 0) await queue.finish();
+  }
+  await queue.finish();
+};
+const svmEntries: Entry[] = [
+  ["svm raw", svm(() => rawFree(raw.clSVMAlloc(context, 1, size, 0), false))],
+  ["+ fresh out-arrays", svm(() => rawFree(raw.clSVMAlloc(context, 1, size, 0), true))],
+  ["+ SVMAllocation", svm(() => rawFree(ctx.svmAlloc(size).surrender(), true))],
+  ["svmAlloc + enqueueSVMFree", svm(() => queue.enqueueSVMFree([ctx.svmAlloc(size)]).release())],
+].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
+
+const method = { sampleMs: 50, warmupMs: 100, samples };
+const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
+const collect = g.Bun ? () => g.Bun!.gc(true) : g.gc;
+for (const [title, list] of [["create + release of a 4 KiB buffer", entries], ["SVM alloc + queued free, 4 KiB", svmEntries]] as const) {
+  const results = await measureAll(method, backend.runtime, list, collect);
+  console.log(`${backend.runtime}: median per ${title} (${samples} samples, min–max)`);
+  for (const r of results) {
+    if (typeof r === "string") console.log(`  ${r}`);
+    else console.log(`  ${r.impl.padEnd(26)} ${formatTime(r.median).padStart(9)}   (${formatTime(r.min)} – ${formatTime(r.max)})`);
+  }
+}
+queue.release();
+ctx.release();
+if (sink === -1) console.log(sink);

@@ -1,0 +1,79 @@
+/**
+ * The benchmark cases, as data shared by the driver (bench/main.ts: progress, table order, targets)
+ * and the runtime processes (bench/cases.ts). bench/baseline.c and bench/pyopencl_cases.py use the
+ * same case names, spelled out there.
+ */
+
+export type Group = "opencl" | "embree";
+
+export interface CaseSpec {
+  readonly name: string;
+  readonly group: Group;
+  /** What the rows of this case are compared with; see `targets` in bench/report.ts. */
+  readonly kind: "create" | "callbacks" | "await" | "svm" | "embree";
+  /** Buffer size or SVM size in bytes (OpenCL cases). */
+  readonly bytes?: number;
+  /** Destructor callbacks per buffer. */
+  readonly callbacks?: number;
+  /** Triangles per build (Embree cases). */
+  readonly triangles?: number;
+  /** Embree: which monitor the device has. */
+  readonly monitor?: "none" | "js" | "budget";
+  /** The implementations each JS runtime measures, besides the C baseline and PyOpenCL. */
+  readonly impls: readonly string[];
+  /** Whether PyOpenCL can do the same thing (it has no destructor or SVM-free callbacks). */
+  readonly pyopencl: boolean;
+}
+
+const raw = ["raw", "memlife"] as const;
+
+export const openclCases: readonly CaseSpec[] = [
+  { name: "buffer 64 B", group: "opencl", kind: "create", bytes: 64, callbacks: 0, impls: raw, pyopencl: true },
+  { name: "buffer 4 KiB", group: "opencl", kind: "create", bytes: 4096, callbacks: 0, impls: raw, pyopencl: true },
+  { name: "buffer 1 MiB", group: "opencl", kind: "create", bytes: 1 << 20, callbacks: 0, impls: raw, pyopencl: true },
+  { name: "buffer 16 MiB", group: "opencl", kind: "create", bytes: 16 << 20, callbacks: 0, impls: raw, pyopencl: true },
+  { name: "buffer 4 KiB +1 destructor", group: "opencl", kind: "callbacks", bytes: 4096, callbacks: 1, impls: raw, pyopencl: false },
+  { name: "buffer 4 KiB +4 destructors", group: "opencl", kind: "callbacks", bytes: 4096, callbacks: 4, impls: raw, pyopencl: false },
+  { name: "buffer 4 KiB await destroyed", group: "opencl", kind: "await", bytes: 4096, callbacks: 0, impls: raw, pyopencl: false },
+  { name: "buffer 4 KiB hostPtr use", group: "opencl", kind: "await", bytes: 4096, callbacks: 0, impls: raw, pyopencl: true },
+  { name: "svm 4 KiB enqueueSVMFree", group: "opencl", kind: "svm", bytes: 4096, impls: raw, pyopencl: true },
+  { name: "svm 4 KiB enqueueSVMFree+onFree", group: "opencl", kind: "svm", bytes: 4096, impls: raw, pyopencl: false },
+  { name: "svm 4 KiB release", group: "opencl", kind: "svm", bytes: 4096, impls: raw, pyopencl: true },
+];
+
+/** "10k", "1M": how case names spell a triangle count. */
+export function triangleLabel(n: number): string {
+  return n % 1_000_000 === 0 ? `${n / 1_000_000}M` : `${n / 1000}k`;
+}
+
+export function embreeCases(triangles: readonly number[]): CaseSpec[] {
+  return triangles.flatMap((n) => [
+    // "raw sync": rtcCommitScene called directly on the JS thread, only possible with no JS monitor
+    // (one called from TBB workers while the JS thread blocks would deadlock). "raw" goes through
+    // the backend's async binding, like memlife's commit().
+    { name: `embree ${triangleLabel(n)} tri`, group: "embree", kind: "embree", triangles: n, monitor: "none", impls: ["raw sync", "raw", "memlife"], pyopencl: false },
+    { name: `embree ${triangleLabel(n)} tri +monitor`, group: "embree", kind: "embree", triangles: n, monitor: "js", impls: raw, pyopencl: false },
+    { name: `embree ${triangleLabel(n)} tri +budget`, group: "embree", kind: "embree", triangles: n, monitor: "budget", impls: raw, pyopencl: false },
+  ] satisfies CaseSpec[]);
+}
+
+/** Triangle counts of each set. */
+export const triangleSets = {
+  quick: [10_000, 100_000],
+  default: [10_000, 100_000, 1_000_000],
+  full: [10_000, 100_000, 1_000_000, 2_000_000],
+} as const;
+
+/** Sampling of each set: the same for every process of a run. */
+export const methods = {
+  quick: { sampleMs: 20, warmupMs: 30, samples: 3 },
+  default: { sampleMs: 50, warmupMs: 100, samples: 5 },
+  full: { sampleMs: 100, warmupMs: 200, samples: 7 },
+} as const;
+
+/** The budget of the "+budget" cases: far above what the largest scene needs, so nothing is refused. */
+export const budgetBytes = 1 << 30;
+
+export function matches(spec: CaseSpec, filter: string | undefined): boolean {
+  return filter === undefined || spec.name.toLowerCase().includes(filter.toLowerCase());
+}
