@@ -1,6 +1,7 @@
-// The harness itself, on each runtime: runtime detection, gc(), skip(), runScript() exit codes.
+// The harness itself, on each runtime: runtime detection, gc(), skip() as test/run.ts counts it, runScript() exit codes.
 import process from "node:process";
-import { assert, describe, gc, runScript, runtime, skip, sleep, test, withTimeout } from "./harness.ts";
+import { fileURLToPath } from "node:url";
+import { assert, describe, gc, runScript, runtime, sleep, test, withTimeout } from "./harness.ts";
 
 describe("harness", () => {
   test("runtime names the runtime this process runs on", () => {
@@ -22,9 +23,16 @@ describe("harness", () => {
     assert.ok(collected, "the finalizer did not run after 20 full collections");
   });
 
-  test("skip() marks a test skipped with its reason", () => {
-    skip("demonstrates the skip path (a real test skips for a missing device capability)");
-  });
+  test("test/run.ts counts skips apart from passes and failures, and exits 1 on a failure", async () => {
+    const spec = fileURLToPath(new URL("./fixtures/skipping-tests.ts", import.meta.url));
+    const r = await runScript(new URL("./run.ts", import.meta.url), [spec], { timeout: 20_000 });
+    assert.equal(r.code, 1, `stderr: ${r.stderr}`);
+    const lines = r.stdout.split("\n");
+    assert.match(lines.find((l) => l.startsWith("skip 2/4")) ?? "", /skips: no such capability$/);
+    assert.match(lines.find((l) => l.startsWith("skip 3/4")) ?? "", /caught but still skipped$/);
+    assert.ok(lines.some((l) => l.startsWith("FAIL 4/4 fails")), r.stdout);
+    assert.ok(lines.includes('@@result {"passed":1,"failed":1,"skipped":2}'), r.stdout);
+  }, { timeout: 30_000 });
 
   test("withTimeout rejects a promise that never settles", async () => {
     await assert.rejects(withTimeout(new Promise(() => {}), 20, "never"), /never did not settle within 20 ms/);
