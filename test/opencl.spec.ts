@@ -183,9 +183,32 @@ describe("buffers", () => {
   });
 
   test("native failures are OpenCLErrors naming the function and code", () => {
-    const tooBig = device.maxMemAllocSize + 1;
-    assert.throws(() => ctx.createBuffer(tooBig), (e: unknown) =>
-      e instanceof OpenCLError && e.fn === "clCreateBuffer" && e.codeName === "CL_INVALID_BUFFER_SIZE" && e.code === -61);
+    // An event of another context in a wait list: every driver checks this one (CL_INVALID_CONTEXT).
+    const other = cl.createContext([device]);
+    const foreign = other.createUserEvent();
+    const buf = ctx.createBuffer(16);
+    try {
+      assert.throws(() => queue.enqueueWriteBuffer(buf, new Uint8Array(16), { waitFor: [foreign] }), (e: unknown) =>
+        e instanceof OpenCLError && e.fn === "clEnqueueWriteBuffer" && e.codeName === "CL_INVALID_CONTEXT" && e.code === -34);
+    } finally {
+      foreign.setStatus(-1);
+      foreign.release();
+      buf.release();
+      other.release();
+    }
+  });
+
+  test("a buffer over CL_DEVICE_MAX_MEM_ALLOC_SIZE is CL_INVALID_BUFFER_SIZE where the driver checks it", () => {
+    let big: cl.Buffer;
+    try {
+      big = ctx.createBuffer(device.maxMemAllocSize + 1);
+    } catch (e) {
+      assert.ok(e instanceof OpenCLError && e.fn === "clCreateBuffer" && e.codeName === "CL_INVALID_BUFFER_SIZE" && e.code === -61, String(e));
+      return;
+    }
+    // NVIDIA allocates lazily and accepts the size (driver 580): not an error memlife can raise.
+    big.release();
+    skip(`${device.platform.name} accepts a buffer of maxMemAllocSize + 1 bytes without error`);
   });
 
   test("use after release throws ReleasedError; a second release is a no-op", () => {
