@@ -122,10 +122,16 @@ export function analyse(rows: Row[]): ReportRow[] {
       }
       if (spec.kind === "callbacks") {
         // The same buffer with no callback: what the callbacks add on top.
+        // The driver's own cost of a destructor callback (3.3 µs on NVIDIA, where it runs on a
+        // driver thread; ~60 ns on PoCL) is paid by C too: what the JS callback adds is the rest.
         const plain = find((s) => s.kind === "create" && s.bytes === spec.bytes, row.device, row.runtime, "memlife");
+        const plainC = find((s) => s.kind === "create" && s.bytes === spec.bytes, row.device, "c", "C");
         if (plain !== undefined) {
-          const added = (r.median - plain.median) / (spec.callbacks ?? 1);
-          checks.push({ target: "callback ≤ 1.5 µs", met: added <= targetRules.callbackNs, value: `+${formatTime(Math.max(0, added))}` });
+          const n = spec.callbacks ?? 1;
+          const native = c !== undefined && plainC !== undefined ? Math.max(0, (c.median - plainC.median) / n) : 0;
+          const added = (r.median - plain.median) / n - native;
+          const over = native > 0 ? ` over C's ${formatTime(native)}` : "";
+          checks.push({ target: "callback ≤ 1.5 µs", met: added <= targetRules.callbackNs, value: `+${formatTime(Math.max(0, added))}${over}` });
         }
       }
       if (spec.kind === "embree") {

@@ -114,6 +114,12 @@ else
   [ -n "$f" ] && echo "$f" > "$vendors/nvidia.icd"
 fi
 export OCL_ICD_VENDORS=$vendors
+# The machine sets OCL_ICD_FILENAMES=libpocl.so.2:libnvidia-opencl.so.1, and the ICD loader cuts
+# that variable at its first ':' in place (in the process's own environment) while it enumerates
+# platforms: children of Deno and Node, which pass the live environment on, then saw PoCL only
+# (measured 2026-11-23). OCL_ICD_VENDORS names both drivers, so the variable is not needed.
+[ -n "${OCL_ICD_FILENAMES:-}" ] && note "unset OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES (OCL_ICD_VENDORS names the drivers)"
+unset OCL_ICD_FILENAMES
 note "ICDs: $(for f in "$vendors"/*.icd; do [ -e "$f" ] && printf '%s=%s ' "$(basename "$f")" "$(cat "$f")"; done)"
 [ -e "$vendors/nvidia.icd" ] || note "no NVIDIA OpenCL driver (libnvidia-opencl.so.1) on this machine"
 
