@@ -182,6 +182,9 @@ async function openclBenchmarks(): Promise<void> {
       const use = spec.name.includes("hostPtr");
       const flags = READ_WRITE | (use ? USE_HOST_PTR : 0);
       rawBody = async (n) => {
+        // A callback from a driver thread (NVIDIA) is no pending work to Node's event loop: a
+        // timer keeps it alive, as memlife's own keep-alive does (else Node exits 13 mid-await).
+        const alive = setInterval(() => {}, 1 << 30);
         for (let i = 0; i < n; i++) {
           const gone = new Promise<void>((resolve) => (wake = resolve));
           const mem = s.clCreateBuffer(context, flags, size, use ? host : null, errcode);
@@ -190,6 +193,7 @@ async function openclBenchmarks(): Promise<void> {
           if (s.clReleaseMemObject(mem) !== 0) throw new Error("clReleaseMemObject failed");
           await gone;
         }
+        clearInterval(alive);
         wake = undefined;
       };
       memlifeBody = async (n) => {

@@ -425,6 +425,13 @@ describe("threads", () => {
     assert.equal(destroyed, 1);
   });
 
+  test("awaiting destroyed or an SVM free with nothing else pending keeps the program alive (child process)", async () => {
+    const result = await runScript(new URL("./fixtures/opencl-await-destroyed.ts", import.meta.url), [], { timeout: 30_000 });
+    assert.equal(result.timedOut, false, "the child hung");
+    assert.equal(result.code, 0, result.stderr); // Node exits 13 when a top-level await can never settle
+    assert.equal(result.stdout.trim(), "callbacks 21");
+  }, { timeout: 40_000 });
+
   test("exit with callbacks in flight exits with the program's own code (child process)", async () => {
     const result = await runScript(new URL("./fixtures/opencl-exit.ts", import.meta.url), [], { timeout: 30_000 });
     assert.equal(result.timedOut, false, "the child hung");

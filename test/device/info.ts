@@ -10,6 +10,7 @@
  * matches SELECTOR (an index or a case-insensitive name substring, like MEMLIFE_OPENCL_PLATFORM),
  * so run.sh can skip a pass with its reason instead of failing every test.
  */
+import { existsSync, readFileSync } from "node:fs";
 import process from "node:process";
 import { cl, rtc, runtime } from "../../src/mod.ts";
 
@@ -22,7 +23,11 @@ let found = required === undefined;
 
 try {
   const platforms = cl.getPlatforms();
-  console.log(`OpenCL: ${platforms.length} platform(s)`);
+  // Which ICD loader dlopen picked matters: they read OCL_ICD_VENDORS / OCL_ICD_FILENAMES differently.
+  const loaders = existsSync("/proc/self/maps")
+    ? [...new Set(readFileSync("/proc/self/maps", "utf8").split("\n").map((l) => l.split(/\s+/)[5] ?? "").filter((f) => /libOpenCL\.so/.test(f)))]
+    : [];
+  console.log(`OpenCL: ${platforms.length} platform(s) through ${loaders.join(", ") || "an ICD loader"} [OPENCL_LIBRARY=${process.env.OPENCL_LIBRARY ?? ""}]`);
   platforms.forEach((p, i) => {
     const match = required !== undefined &&
       (/^\d+$/.test(required) ? Number(required) === i : p.name.toLowerCase().includes(required.toLowerCase()));

@@ -118,6 +118,13 @@ export OCL_ICD_VENDORS=$vendors
 # that variable at its first ':' in place (in the process's own environment) while it enumerates
 # platforms: children of Deno and Node, which pass the live environment on, then saw PoCL only
 # (measured 2026-11-23). OCL_ICD_VENDORS names both drivers, so the variable is not needed.
+# The loader dlopen finds first there is CUDA's libOpenCL.so.1, which reads OCL_ICD_FILENAMES only;
+# the distribution's ocl-icd reads the OCL_ICD_VENDORS folder: memlife is pointed at it.
+if [ -z "${OPENCL_LIBRARY:-}" ]; then
+  for f in /lib/x86_64-linux-gnu/libOpenCL.so.1 /usr/lib/x86_64-linux-gnu/libOpenCL.so.1; do
+    [ -e "$f" ] && { export OPENCL_LIBRARY=$f; note "OPENCL_LIBRARY=$f (the distribution's ICD loader)"; break; }
+  done
+fi
 [ -n "${OCL_ICD_FILENAMES:-}" ] && note "unset OCL_ICD_FILENAMES=$OCL_ICD_FILENAMES (OCL_ICD_VENDORS names the drivers)"
 unset OCL_ICD_FILENAMES
 note "ICDs: $(for f in "$vendors"/*.icd; do [ -e "$f" ] && printf '%s=%s ' "$(basename "$f")" "$(cat "$f")"; done)"
