@@ -23,7 +23,17 @@ import { embree } from "./native.ts";
 export type MemoryMonitor = (bytes: number, post: boolean) => boolean | void;
 
 export interface MemoryStats {
-  /** Live bytes: the sum of every monitor call's `bytes`, less refused pre-allocation calls (the seed's rule). */
+  /**
+   * Whether memlife's native monitor is installed, so that these figures count. It is installed
+   * when the device is made with `{ accounting: true }`, or at the first `setMemoryMonitorFunction(fn)`
+   * or `setMemoryBudget(n)`, and stays for the device's life; before that every figure is 0.
+   */
+  readonly accounting: boolean;
+  /**
+   * Live bytes: the sum of every monitor call's `bytes` since accounting started, less refused
+   * pre-allocation calls (the seed's rule). Memory allocated before accounting started and freed
+   * after counts only its free, so this can go below 0 on a device that did not account from the start.
+   */
   readonly bytes: number;
   /** The highest `bytes` ever reached. */
   readonly peak: number;
@@ -66,6 +76,10 @@ function noop(): void {}
 
 export class DeviceState {
   readonly id: number;
+  /** The RTCDevice, for installing the monitor later; only used while the Device is not released. */
+  readonly #handle: Pointer;
+  /** Whether the native monitor is installed (then it stays: removing it would make `bytes` meaningless). */
+  #accounting = false;
   /** 1 while the Device is not released, plus one per scene not yet released natively. */
   #refs = 1;
   monitor: MemoryMonitor | null = null;
@@ -85,13 +99,34 @@ export class DeviceState {
   /** An error raised outside any operation memlife started (should not happen; kept for diagnosis). */
   lastUnclaimedError: EmbreeError | null = null;
 
-  /** Installs the error function and the monitor on a new device; they stay for the device's life. */
-  constructor(handle: Pointer) {
+  /**
+   * Installs the error function on a new device, and the monitor only if `accounting` is asked for:
+   * with it installed, each allocation of a commit is a round trip from a TBB worker to the JS
+   * thread (some 20 per build whatever the scene size, ~15-80 us each), which doubled the commit
+   * time of a 10k-triangle scene. A device nobody watches commits at the raw FFI's speed.
+   */
+  constructor(handle: Pointer, accounting: boolean) {
     this.id = states.add(this);
-    const { monitor, error } = trampolines();
-    const s = embree().symbols;
-    s.rtcSetDeviceErrorFunction(handle, error, this.id);
-    s.rtcSetDeviceMemoryMonitorFunction(handle, monitor, this.id);
+    this.#handle = handle;
+    const { error } = trampolines();
+    embree().symbols.rtcSetDeviceErrorFunction(handle, error, this.id);
+    if (accounting) this.startAccounting();
+  }
+
+  get accounting(): boolean {
+    return this.#accounting;
+  }
+
+  /**
+   * Installs the native monitor, for the rest of the device's life; the caller has checked that
+   * the device is not released. Safe while a commit of the device runs: Embree reads the function
+   * pointer and `user_data` per allocation, each an aligned word, and the one written first (the
+   * function) with the old `user_data` (0) finds no state and answers true.
+   */
+  startAccounting(): void {
+    if (this.#accounting) return;
+    embree().symbols.rtcSetDeviceMemoryMonitorFunction(this.#handle, trampolines().monitor, this.id);
+    this.#accounting = true;
   }
 
   /** A scene now holds the device natively. */
@@ -210,7 +245,7 @@ export class DeviceState {
   }
 
   get stats(): MemoryStats {
-    return { bytes: this.bytes, peak: this.peak, calls: this.calls, denied: this.denied };
+    return { accounting: this.#accounting, bytes: this.bytes, peak: this.peak, calls: this.calls, denied: this.denied };
   }
 }
 
