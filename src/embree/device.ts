@@ -107,8 +107,8 @@ export class Device {
     }
     this.handle();
     // The native monitor is memlife's and stays once installed: only the JS side changes.
-    if (monitor !== null) this.#state.startAccounting();
     this.#state.monitor = monitor;
+    if (monitor !== null) this.#state.startAccounting();
   }
 
   /**
@@ -123,8 +123,8 @@ export class Device {
       throw new RangeError(`a memory budget is a non-negative number of bytes or null, got ${String(bytes)}`);
     }
     this.handle();
-    if (bytes !== null) this.#state.startAccounting();
     this.#state.budget = bytes;
+    if (bytes !== null) this.#state.startAccounting();
   }
 
   get memoryBudget(): number | null {

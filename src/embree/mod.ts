@@ -45,11 +45,13 @@ export function load(): Version {
 
 /**
  * Test and diagnostics only: how many of `device`'s monitor calls ran inside one of memlife's
- * synchronous native calls on the JS thread (`direct`) and how many came from other threads
- * (`relayed`: TBB workers and the thread that runs a commit), and how many device states memlife
- * still keeps (a device's state stays while any of its scenes is alive natively).
+ * synchronous native calls on the JS thread (`direct`), how many came from other threads
+ * (`relayed`: TBB workers and the thread that runs a commit), how many never reached JS (`native`:
+ * settled by the backend's native ledger, Bun's, while no JS monitor is set; 0 on Deno and Node),
+ * and how many device states memlife still keeps (a device's state stays while any of its scenes
+ * is alive natively).
  */
-export function monitorDiagnostics(device: Device): { direct: number; relayed: number; liveDevices: number } {
+export function monitorDiagnostics(device: Device): { direct: number; relayed: number; native: number; liveDevices: number } {
   const state = device.state;
-  return { direct: state.direct, relayed: state.relayed, liveDevices: liveStates() };
+  return { direct: state.direct, relayed: state.relayed, native: state.settledNatively, liveDevices: liveStates() };
 }
