@@ -397,7 +397,7 @@ async function embreeBenchmarks(): Promise<void> {
             }
             return ns;
           };
-          // memlife keeps its own native monitor on every device: report its calls whatever the variant.
+          // memlife's own count of native monitor calls: 0 on the "none" device, which has no monitor.
           const stats = () => ({ monitorCalls: c.builds > 0 ? Math.round((device.memory?.calls ?? c.calls) / c.builds) : 0 });
           return { impl, body, perOp: stats };
         }

@@ -21,6 +21,8 @@ import type {
   Backend,
   Callback,
   CallbackDef,
+  LedgerFigures,
+  MemoryLedger,
   NativeFunction,
   NativeLibrary,
   NativeType,
@@ -104,6 +106,12 @@ const helperSymbols = {
   relay_slot_init: { args: ["i32", "i32", "ptr", "ptr", "i32", "u32", "i32"], returns: "ptr" },
   relay_answer: { args: ["ptr", "u64"], returns: "void" },
   relay_count: { args: ["i32"], returns: "f64" },
+  ledger_init: { args: ["ptr"], returns: "ptr" },
+  ledger_reset: { args: ["u32"], returns: "i32" },
+  ledger_set_forward: { args: ["u32", "i32"], returns: "void" },
+  ledger_set_budget: { args: ["u32", "i32", "f64"], returns: "void" },
+  ledger_apply: { args: ["u32", "f64", "i32", "i32"], returns: "i32" },
+  ledger_read: { args: ["u32", "ptr"], returns: "void" },
 } as const satisfies Record<string, FFIFunction>;
 
 /** bun-relay.c as JS sees it (bun-types cannot infer these from the table above). */
@@ -118,6 +126,12 @@ interface Helpers {
   ): number | null;
   relay_answer(request: number, word: number): void;
   relay_count(which: number): number;
+  ledger_init(relay: number): number;
+  ledger_reset(id: number): number;
+  ledger_set_forward(id: number, forward: number): void;
+  ledger_set_budget(id: number, hasBudget: number, budget: number): void;
+  ledger_apply(id: number, bytes: number, post: number, answer: number): number;
+  ledger_read(id: number, out: Float64Array): void;
 }
 
 interface PendingCall {
@@ -417,6 +431,42 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   return trampoline as unknown as Callback;
 }
 
+// ---------------------------------------------------------------------------- memory ledger
+
+let ledgerMade = false;
+
+/**
+ * The ledger of bun-relay.c: calls of an account that does not forward are settled in C, on the
+ * thread that makes them (a TBB worker no longer waits ~15 us or more for the JS thread per
+ * allocation); forwarded ones go through a `sync` relay slot to `forward`. One per process: it is
+ * the Embree monitor's.
+ */
+function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
+  if (ledgerMade) throw new RangeError("bun backend: the memory ledger exists already (one per process)");
+  const h = native();
+  const relay = callback(def, ((id: number | bigint, bytes: number | bigint, post: boolean) =>
+    forward(Number(id), Number(bytes), post)) as (...args: never[]) => unknown);
+  const entry = h.ledger_init(relay as unknown as number);
+  ledgerMade = true;
+  const out = new Float64Array(8);
+  return {
+    callback: entry as unknown as Callback,
+    reset(id) {
+      if (h.ledger_reset(id) !== 0) throw new RangeError(`bun backend: no memory for ledger account ${id}`);
+    },
+    setForward: (id, on) => h.ledger_set_forward(id, on ? 1 : 0),
+    setBudget: (id, budget) => h.ledger_set_budget(id, budget === null ? 0 : 1, budget ?? 0),
+    apply: (id, bytes, post, answer) => h.ledger_apply(id, bytes, post ? 1 : 0, answer ? 1 : 0),
+    read(id): LedgerFigures {
+      h.ledger_read(id, out);
+      return {
+        bytes: out[0], peak: out[1], calls: out[2], denied: out[3],
+        budgetDenied: out[4], native: out[5], lastRefused: out[6], lastRefusedLive: out[7],
+      };
+    },
+  };
+}
+
 // ---------------------------------------------------------------------------- memory
 
 function pointerOf(view: ArrayBufferView): Pointer {
@@ -449,6 +499,7 @@ export const backend: Backend = {
   runtime: "bun",
   open,
   callback,
+  memoryLedger,
   pointerOf,
   address,
   fromAddress,

@@ -68,6 +68,43 @@ export interface CallbackDef {
 /** A native function pointer made by a backend. It lives for the whole process and is never closed. */
 export type Callback = { readonly __memlifeCallback: never };
 
+/**
+ * Per-`user_data` memory accounts kept in native code, for a monitor-shaped callback
+ * `(usize id, isize bytes, bool post) -> bool` (Embree's). While an id does not forward, its calls
+ * are counted, checked against its budget and answered without reaching JS at all, on any thread;
+ * while it forwards, they go to `fn` on the JS thread (delivery `sync`), which answers with
+ * `apply`. Only a backend that can run its own native code has one (Bun, through TinyCC).
+ */
+export interface MemoryLedger {
+  /** The native function to hand to the library, with the id as `user_data`. */
+  readonly callback: Callback;
+  /** Makes `id`'s account empty, with no budget and no forwarding (ids are reused). */
+  reset(id: number): void;
+  setForward(id: number, forward: boolean): void;
+  setBudget(id: number, budget: number | null): void;
+  /**
+   * Settles a forwarded call with JS's answer, under the same lock as native calls: counts it by
+   * the seed's rule and returns 0 (allowed), 1 (refused by the budget) or 2 (refused by `answer`).
+   */
+  apply(id: number, bytes: number, post: boolean, answer: boolean): number;
+  /**
+   * The account: bytes, peak, calls, denied, budget refusals, calls settled natively, and the
+   * bytes asked and the live bytes at the last budget refusal.
+   */
+  read(id: number): LedgerFigures;
+}
+
+export interface LedgerFigures {
+  bytes: number;
+  peak: number;
+  calls: number;
+  denied: number;
+  budgetDenied: number;
+  native: number;
+  lastRefused: number;
+  lastRefusedLive: number;
+}
+
 export interface Backend {
   readonly runtime: "bun" | "deno" | "node";
   /**
@@ -85,6 +122,8 @@ export interface Backend {
   arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer;
   /** Read a NUL-terminated UTF-8 string. */
   readCString(pointer: Pointer): string;
+  /** Native accounts for a monitor-shaped callback; absent where the backend runs no native code of its own. */
+  memoryLedger?(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger;
   /** How many `async` calls are running now (the exit path of some runtimes depends on it). */
   readonly asyncInFlight: number;
 }

@@ -135,7 +135,60 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
     assert.equal(errors, 12);
   }, { timeout: 90_000 });
 
-  test("unset monitor: no error, and memlife still accounts", async () => {
+  test("a device with no monitor, budget or accounting installs no native monitor: its commit relays nothing", async () => {
+    using device = rtc.newDevice("threads=0");
+    assert.equal(device.memory.accounting, false);
+    using scene = device.newScene();
+    const { vertices, indices } = randomMesh(random(11), 100_000);
+    scene.addTriangleMesh(vertices, indices);
+    await scene.commit();
+    scene.release();
+    assert.deepEqual(device.memory, { accounting: false, bytes: 0, peak: 0, calls: 0, denied: 0 });
+    const { direct, relayed } = rtc.monitorDiagnostics(device);
+    assert.equal(direct + relayed, 0, "Embree called memlife's monitor");
+  }, { timeout: 60_000 });
+
+  test("{ accounting: true } counts from the start, with no monitor: bytes back to 0 after release", async () => {
+    using device = rtc.newDevice("", { accounting: true });
+    assert.equal(device.memory.accounting, true);
+    using scene = device.newScene();
+    assert.equal(await build(scene, randomScene(9)), null);
+    const { bytes, peak, calls } = device.memory;
+    assert.ok(bytes > 0 && peak >= bytes && calls > 0, JSON.stringify(device.memory));
+    scene.release();
+    assert.equal(device.memory.bytes, 0);
+    // Bun settles the calls of a device with no JS monitor in C; Deno and Node have to ask JS.
+    const d = rtc.monitorDiagnostics(device);
+    if (runtime === "bun") assert.deepEqual([d.direct, d.relayed, d.native], [0, 0, device.memory.calls]);
+    else assert.deepEqual([d.direct + d.relayed, d.native], [device.memory.calls, 0]);
+    assert.throws(() => rtc.newDevice("", { accounting: 1 as unknown as boolean }), TypeError);
+    assert.throws(() => rtc.newDevice("", null as unknown as rtc.DeviceOptions), TypeError);
+  });
+
+  test("accounting starts at the first monitor or budget: memory held before is freed outside it", async () => {
+    using device = rtc.newDevice();
+    const before = device.newScene();
+    assert.equal(await build(before, randomScene(10)), null);
+    assert.equal(device.memory.calls, 0);
+    device.setMemoryMonitorFunction(null);
+    device.setMemoryBudget(null);
+    assert.equal(device.memory.accounting, false, "null monitor and budget need no accounting");
+    device.setMemoryBudget(1 << 30);
+    assert.equal(device.memory.accounting, true);
+    // Only the frees of the scene built before are seen.
+    before.release();
+    assert.ok(device.memory.bytes < 0, `bytes ${device.memory.bytes}`);
+    assert.ok(device.memory.calls > 0);
+    const base = device.memory.bytes;
+    // A scene built after is counted in full.
+    using after = device.newScene();
+    assert.equal(await build(after, randomScene(10)), null);
+    assert.ok(device.memory.bytes > base);
+    after.release();
+    assert.equal(device.memory.bytes, base);
+  });
+
+  test("unset monitor: no error, and memlife still accounts (accounting stays on once started)", async () => {
     using device = rtc.newDevice();
     const monitor = countingMonitor(0);
     device.setMemoryMonitorFunction(monitor.fn);
@@ -344,6 +397,34 @@ describe("monitor failures and replacement", () => {
     device.setMemoryMonitorFunction(null);
   }, { timeout: 60_000 });
 
+  test("the monitor set and unset from a timer during commits: every call counted once, 0 bytes after release", async () => {
+    using device = rtc.newDevice("threads=0", { accounting: true });
+    device.setMemoryBudget(1 << 30);
+    const { vertices, indices } = randomMesh(random(13), 300_000);
+    let seen = 0;
+    const monitor = () => {
+      seen++;
+    };
+    let on = false;
+    const timer = setInterval(() => device.setMemoryMonitorFunction((on = !on) ? monitor : null), 0);
+    try {
+      for (let i = 0; i < 4; i++) {
+        const scene = device.newScene();
+        scene.addTriangleMesh(vertices, indices);
+        await scene.commit();
+        scene.release();
+        assert.equal(device.memory.bytes, 0, `build ${i}`);
+      }
+    } finally {
+      clearInterval(timer);
+    }
+    const d = rtc.monitorDiagnostics(device);
+    // A call that reached JS just after the monitor was unset asks no monitor.
+    assert.ok(seen > 0 && seen <= d.direct + d.relayed, `${seen} monitor calls of ${d.direct + d.relayed} in JS`);
+    assert.equal(device.memory.calls, d.direct + d.relayed + d.native);
+    assert.equal(device.memory.denied, 0);
+  }, { timeout: 60_000 });
+
   test("exit(3) with a commit in flight exits with 3", async () => {
     const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["inflight"], { timeout: 60_000 });
     assert.equal(result.timedOut, false, "the child hung");
@@ -369,7 +450,7 @@ describe("monitor failures and replacement", () => {
 
 describe("device.memory and setMemoryBudget", () => {
   test("a budget below what a scene needs: commit rejects with OUT_OF_MEMORY, denied > 0, 0 bytes after release", async () => {
-    using device = rtc.newDevice("threads=0");
+    using device = rtc.newDevice("threads=0", { accounting: true });
     const { vertices, indices } = randomMesh(random(5), 100_000);
     const scene = device.newScene();
     scene.addTriangleMesh(vertices, indices);
@@ -450,7 +531,7 @@ describe("errors and lifetimes", () => {
   });
 
   test("bad arguments throw TypeError/RangeError before any native call", () => {
-    using device = rtc.newDevice();
+    using device = rtc.newDevice("", { accounting: true });
     using scene = device.newScene();
     const calls = device.memory.calls;
     const v = new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]);

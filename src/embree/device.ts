@@ -9,13 +9,23 @@ import { Scene } from "./scene.ts";
 
 const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) => state.release("rtcReleaseDevice", handle));
 
+/** Options of `rtc.newDevice`. */
+export interface DeviceOptions {
+  /**
+   * Account the device's memory (`device.memory`) from its creation. Without it, accounting starts
+   * at the first `setMemoryMonitorFunction(fn)` or `setMemoryBudget(n)`: until then memlife installs
+   * no native monitor, and commits cost what the raw FFI call costs.
+   */
+  accounting?: boolean;
+}
+
 /**
- * An Embree device (rtcNewDevice). Its memory is accounted from the start: the native monitor is
- * installed when the device is made, so `memory` covers every allocation the device ever made.
- * A device outlives its scenes: releasing it leaves them usable, and the monitor keeps seeing
- * their memory until they are released too.
+ * An Embree device (rtcNewDevice). memlife's native monitor, which feeds `memory`, the budget and
+ * your monitor, is installed when one of them is first needed (or at once with `{ accounting: true }`)
+ * and then stays for the device's life. A device outlives its scenes: releasing it leaves them
+ * usable, and the monitor keeps seeing their memory until they are released too.
  * @example
- * using device = rtc.newDevice("threads=0");
+ * using device = rtc.newDevice("threads=0", { accounting: true });
  * device.setMemoryBudget(64 << 20);
  * using scene = device.newScene();
  * scene.addTriangleMesh(vertices, indices);
@@ -31,8 +41,11 @@ export class Device {
   [inRegistry] = false;
 
   /** @internal use `rtc.newDevice()`. */
-  constructor(config = "") {
+  constructor(config = "", options: DeviceOptions = {}) {
     if (typeof config !== "string") throw new TypeError("rtc.newDevice takes a configuration string such as \"threads=4\"");
+    if (options === null || typeof options !== "object") throw new TypeError("rtc.newDevice's options are an object { accounting?: boolean }");
+    const accounting = options.accounting ?? false;
+    if (typeof accounting !== "boolean") throw new TypeError(`options.accounting must be a boolean, got ${typeof accounting}`);
     const lib = embree();
     const handle = lib.symbols.rtcNewDevice(config) as Pointer | null;
     if (handle === null) {
@@ -44,7 +57,7 @@ export class Device {
     }
     this.#handle = handle;
     this.config = config;
-    this.#state = new DeviceState(handle);
+    this.#state = new DeviceState(handle, accounting);
     this.version = versionFrom(Number(lib.symbols.rtcGetDeviceProperty(handle, DeviceProperty.VERSION)));
     net.add(this, { handle, state: this.#state });
   }
@@ -86,19 +99,24 @@ export class Device {
    * (which wait for its answer); only an explicit `false` refuses. An exception counts as `false`:
    * it goes to `onCallbackError` and becomes the `cause` of the EmbreeError that follows.
    * Replacing it while a commit runs is fine: each call asks the monitor set at that moment.
+   * The first function set starts accounting (see `memory`); `null` leaves it on.
    */
   setMemoryMonitorFunction(monitor: MemoryMonitor | null): void {
     if (monitor !== null && typeof monitor !== "function") {
       throw new TypeError("setMemoryMonitorFunction takes a function (bytes, post) => boolean, or null");
     }
     this.handle();
-    // The native monitor is memlife's, installed for the device's whole life: only the JS side changes.
+    // The native monitor is memlife's and stays once installed: only the JS side changes.
     this.#state.monitor = monitor;
+    if (monitor !== null) this.#state.startAccounting();
   }
 
   /**
    * Refuses every allocation that would take `memory.bytes` over `bytes` (RTC_ERROR_OUT_OF_MEMORY),
    * before the monitor is asked; `null` removes the budget. Enforced on the JS thread like the monitor.
+   * A budget starts accounting if it was not on: then `memory.bytes` counts from this call, and
+   * memory the device already held is outside the budget (make the device with `{ accounting: true }`
+   * for a budget over everything).
    */
   setMemoryBudget(bytes: number | null): void {
     if (bytes !== null && (typeof bytes !== "number" || !(bytes >= 0) || !Number.isFinite(bytes))) {
@@ -106,6 +124,7 @@ export class Device {
     }
     this.handle();
     this.#state.budget = bytes;
+    if (bytes !== null) this.#state.startAccounting();
   }
 
   get memoryBudget(): number | null {
@@ -113,8 +132,9 @@ export class Device {
   }
 
   /**
-   * What the monitor saw so far: `{ bytes, peak, calls, denied }`. Readable after `release()` too,
-   * since scenes may still free memory: after every scene is released, `bytes` is back to 0.
+   * What the native monitor saw since accounting started: `{ accounting, bytes, peak, calls, denied }`,
+   * all 0 while `accounting` is false. Readable after `release()` too, since scenes may still free
+   * memory: on a device that accounted from the start, `bytes` is back to 0 once every scene is released.
    */
   get memory(): MemoryStats {
     return this.#state.stats;

@@ -9,11 +9,11 @@
  * scene.addTriangleMesh(vertices, indices);
  * await scene.commit();
  */
-import { Device } from "./device.ts";
+import { Device, type DeviceOptions } from "./device.ts";
 import type { Version } from "./native.ts";
 import { liveStates } from "./state.ts";
 
-export { Device } from "./device.ts";
+export { Device, type DeviceOptions } from "./device.ts";
 export { Scene, type Hit, type Ray } from "./scene.ts";
 export { DeviceProperty, type Version } from "./native.ts";
 export type { MemoryMonitor, MemoryStats } from "./state.ts";
@@ -21,10 +21,12 @@ export type { MemoryMonitor, MemoryStats } from "./state.ts";
 /**
  * A new device (rtcNewDevice), e.g. `"threads=4"`, `"threads=0"` (all cores) or `"verbose=1"`.
  * The first call loads Embree: `$EMBREE_LIBRARY`, else Embree 4, else Embree 3.
+ * `{ accounting: true }` counts `device.memory` from the start; otherwise accounting starts with
+ * the first monitor or budget, and a device with neither commits at the raw FFI's speed.
  * Throws EmbreeError when Embree refuses the configuration, LibraryLoadError when there is no Embree.
  */
-export function newDevice(config?: string): Device {
-  const device = new Device(config);
+export function newDevice(config?: string, options?: DeviceOptions): Device {
+  const device = new Device(config, options);
   version ??= device.version;
   return device;
 }
@@ -43,11 +45,13 @@ export function load(): Version {
 
 /**
  * Test and diagnostics only: how many of `device`'s monitor calls ran inside one of memlife's
- * synchronous native calls on the JS thread (`direct`) and how many came from other threads
- * (`relayed`: TBB workers and the thread that runs a commit), and how many device states memlife
- * still keeps (a device's state stays while any of its scenes is alive natively).
+ * synchronous native calls on the JS thread (`direct`), how many came from other threads
+ * (`relayed`: TBB workers and the thread that runs a commit), how many never reached JS (`native`:
+ * settled by the backend's native ledger, Bun's, while no JS monitor is set; 0 on Deno and Node),
+ * and how many device states memlife still keeps (a device's state stays while any of its scenes
+ * is alive natively).
  */
-export function monitorDiagnostics(device: Device): { direct: number; relayed: number; liveDevices: number } {
+export function monitorDiagnostics(device: Device): { direct: number; relayed: number; native: number; liveDevices: number } {
   const state = device.state;
-  return { direct: state.direct, relayed: state.relayed, liveDevices: liveStates() };
+  return { direct: state.direct, relayed: state.relayed, native: state.settledNatively, liveDevices: liveStates() };
 }

@@ -7,7 +7,7 @@
  * after rtcReleaseDevice, so the state leaves the table only once the device and every scene of
  * it are released natively.
  */
-import type { Callback, Pointer } from "../../ffi/types.ts";
+import type { Callback, CallbackDef, LedgerFigures, MemoryLedger, Pointer } from "../../ffi/types.ts";
 import { embreeCallbacks } from "../../ffi/symbols/embree.ts";
 import { backend } from "../backend.ts";
 import { IdTable, reportCallbackError } from "../callbacks.ts";
@@ -23,7 +23,17 @@ import { embree } from "./native.ts";
 export type MemoryMonitor = (bytes: number, post: boolean) => boolean | void;
 
 export interface MemoryStats {
-  /** Live bytes: the sum of every monitor call's `bytes`, less refused pre-allocation calls (the seed's rule). */
+  /**
+   * Whether memlife's native monitor is installed, so that these figures count. It is installed
+   * when the device is made with `{ accounting: true }`, or at the first `setMemoryMonitorFunction(fn)`
+   * or `setMemoryBudget(n)`, and stays for the device's life; before that every figure is 0.
+   */
+  readonly accounting: boolean;
+  /**
+   * Live bytes: the sum of every monitor call's `bytes` since accounting started, less refused
+   * pre-allocation calls (the seed's rule). Memory allocated before accounting started and freed
+   * after counts only its free, so this can go below 0 on a device that did not account from the start.
+   */
   readonly bytes: number;
   /** The highest `bytes` ever reached. */
   readonly peak: number;
@@ -44,19 +54,69 @@ interface Operation {
 
 const states = new IdTable<DeviceState>();
 
-let monitorTrampoline: Callback | undefined;
+const RTC_ERROR_OUT_OF_MEMORY = 4;
+
+/**
+ * The accounts of a backend that runs no native code of its own: every call reaches JS, through
+ * the backend's `sync` callback, and is counted here.
+ */
+function jsLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
+  const accounts = new Map<number, LedgerFigures & { budget: number | null }>();
+  const fresh = () => ({
+    bytes: 0, peak: 0, calls: 0, denied: 0, budgetDenied: 0, native: 0, lastRefused: 0, lastRefusedLive: 0, budget: null,
+  });
+  return {
+    callback: backend.callback(def, (id: number, bytes: number | bigint, post: boolean) => forward(id, Number(bytes), post)),
+    reset: (id) => void accounts.set(id, fresh()),
+    setForward() {},
+    setBudget(id, budget) {
+      const a = accounts.get(id);
+      if (a !== undefined) a.budget = budget;
+    },
+    apply(id, bytes, post, answer) {
+      const a = accounts.get(id);
+      if (a === undefined) return answer ? 0 : 2;
+      // The same rule as settle() in ffi/bun-relay.c.
+      let verdict = 0;
+      a.calls++;
+      if (bytes > 0 && a.budget !== null && a.bytes + bytes > a.budget) {
+        verdict = 1;
+        a.budgetDenied++;
+        a.lastRefused = bytes;
+        a.lastRefusedLive = a.bytes;
+      } else if (!answer) {
+        verdict = 2;
+      }
+      // The seed: a refused call before the allocation is not counted (it never happens); everything else is.
+      if (verdict === 0 || post || bytes <= 0) {
+        a.bytes += bytes;
+        if (a.bytes > a.peak) a.peak = a.bytes;
+      }
+      if (verdict !== 0 && bytes > 0) a.denied++;
+      return verdict;
+    },
+    read: (id) => ({ ...(accounts.get(id) ?? fresh()) }),
+  };
+}
+
+let ledger: MemoryLedger | undefined;
 let errorTrampoline: Callback | undefined;
 
-function trampolines(): { monitor: Callback; error: Callback } {
-  monitorTrampoline ??= backend.callback(embreeCallbacks.memoryMonitor, (id: number, bytes: number | bigint, post: boolean) => {
+/** The device accounts: native where the backend has a ledger (Bun), else in JS. */
+function accounts(): MemoryLedger {
+  ledger ??= (backend.memoryLedger ?? jsLedger)(embreeCallbacks.memoryMonitor, (id, bytes, post) => {
     const state = states.get(id);
-    return state === undefined ? true : state.onMonitor(Number(bytes), post);
+    return state === undefined ? true : state.onMonitor(bytes, post);
   });
+  return ledger;
+}
+
+function errorFunction(): Callback {
   errorTrampoline ??= backend.callback(embreeCallbacks.error, (id: number, code: number, str: Pointer | null) => {
     // The string is valid only during this call.
     states.get(id)?.onError(code, str === null ? "" : backend.readCString(str));
   });
-  return { monitor: monitorTrampoline, error: errorTrampoline };
+  return errorTrampoline;
 }
 
 /** rtcCommitScene calls in flight, all devices together: while any runs, releases go off the JS thread. */
@@ -66,14 +126,16 @@ function noop(): void {}
 
 export class DeviceState {
   readonly id: number;
+  /** The RTCDevice, for installing the monitor later; only used while the Device is not released. */
+  readonly #handle: Pointer;
+  /** Whether the native monitor is installed (then it stays: removing it would make `bytes` meaningless). */
+  #accounting = false;
   /** 1 while the Device is not released, plus one per scene not yet released natively. */
   #refs = 1;
-  monitor: MemoryMonitor | null = null;
-  budget: number | null = null;
-  bytes = 0;
-  peak = 0;
-  calls = 0;
-  denied = 0;
+  #monitor: MemoryMonitor | null = null;
+  #budget: number | null = null;
+  /** Budget refusals already given a cause: a newer one behind an OUT_OF_MEMORY is that error's cause. */
+  #budgetDeniedSeen = 0;
   /** Monitor calls answered inside one of our synchronous native calls (on the JS thread), and relayed from other threads. */
   direct = 0;
   relayed = 0;
@@ -85,13 +147,55 @@ export class DeviceState {
   /** An error raised outside any operation memlife started (should not happen; kept for diagnosis). */
   lastUnclaimedError: EmbreeError | null = null;
 
-  /** Installs the error function and the monitor on a new device; they stay for the device's life. */
-  constructor(handle: Pointer) {
+  /**
+   * Installs the error function on a new device, and the monitor only if `accounting` is asked for:
+   * with it installed, each allocation of a commit is a round trip from a TBB worker to the JS
+   * thread (20-30 per build whatever the scene size, 20-300 us each on this project's 2-core VM),
+   * which took a 10k-triangle commit to 2.2x (Bun, Node) and 4.9x (Deno) the raw FFI's. A device
+   * nobody watches commits at the raw FFI's speed; Bun's native ledger spares even accounting and
+   * budget the round trip.
+   */
+  constructor(handle: Pointer, accounting: boolean) {
     this.id = states.add(this);
-    const { monitor, error } = trampolines();
-    const s = embree().symbols;
-    s.rtcSetDeviceErrorFunction(handle, error, this.id);
-    s.rtcSetDeviceMemoryMonitorFunction(handle, monitor, this.id);
+    this.#handle = handle;
+    accounts().reset(this.id);
+    embree().symbols.rtcSetDeviceErrorFunction(handle, errorFunction(), this.id);
+    if (accounting) this.startAccounting();
+  }
+
+  get accounting(): boolean {
+    return this.#accounting;
+  }
+
+  /**
+   * Installs the native monitor, for the rest of the device's life; the caller has checked that
+   * the device is not released. Safe while a commit of the device runs: Embree reads the function
+   * pointer and `user_data` per allocation, each an aligned word, and the one written first (the
+   * function) with the old `user_data` (0) finds no account and answers true.
+   */
+  startAccounting(): void {
+    if (this.#accounting) return;
+    embree().symbols.rtcSetDeviceMemoryMonitorFunction(this.#handle, accounts().callback, this.id);
+    this.#accounting = true;
+  }
+
+  get monitor(): MemoryMonitor | null {
+    return this.#monitor;
+  }
+
+  /** Only calls with a JS monitor need JS: with a native ledger, the others never leave native code. */
+  set monitor(monitor: MemoryMonitor | null) {
+    this.#monitor = monitor;
+    accounts().setForward(this.id, monitor !== null);
+  }
+
+  get budget(): number | null {
+    return this.#budget;
+  }
+
+  set budget(budget: number | null) {
+    this.#budget = budget;
+    accounts().setBudget(this.id, budget);
   }
 
   /** A scene now holds the device natively. */
@@ -105,37 +209,39 @@ export class DeviceState {
   }
 
   onMonitor(bytes: number, post: boolean): boolean {
-    this.calls++;
     const op = this.#syncOp ?? this.#commitOp;
     if (this.#syncOp !== null) this.direct++;
     else this.relayed++;
-    let ok = true;
+    let answer = true;
     let cause: unknown;
-    const budget = this.budget;
-    if (bytes > 0 && budget !== null && this.bytes + bytes > budget) {
-      ok = false;
-      cause = new RangeError(`memory budget exceeded: ${bytes} more bytes would make ${this.bytes + bytes}, over the budget of ${budget}`);
-    }
-    const monitor = this.monitor;
+    const monitor = this.#monitor;
     if (monitor !== null) {
       try {
-        if (monitor(bytes, post) === false) ok = false;
+        if (monitor(bytes, post) === false) answer = false;
       } catch (error) {
-        ok = false;
+        answer = false;
         cause = error;
         reportCallbackError(error, "memoryMonitor");
       }
     }
-    // The seed: a refused call before the allocation is not counted (it never happens); everything else is.
-    if (ok || post || bytes <= 0) {
-      this.bytes += bytes;
-      if (this.bytes > this.peak) this.peak = this.bytes;
+    // The budget is checked where the figures are, which may be native code.
+    const verdict = accounts().apply(this.id, bytes, post, answer);
+    if (verdict === 1) {
+      const budgetError = this.#budgetRefusal();
+      cause ??= budgetError;
     }
-    if (!ok && bytes > 0) {
-      this.denied++;
-      if (op !== null && op.cause === undefined && cause !== undefined) op.cause = cause;
-    }
-    return ok;
+    if (verdict !== 0 && bytes > 0 && op !== null && op.cause === undefined && cause !== undefined) op.cause = cause;
+    return verdict === 0;
+  }
+
+  /** The RangeError for the latest budget refusal, if one happened since the last asked for. */
+  #budgetRefusal(): RangeError | undefined {
+    const f = accounts().read(this.id);
+    if (f.budgetDenied === this.#budgetDeniedSeen) return undefined;
+    this.#budgetDeniedSeen = f.budgetDenied;
+    return new RangeError(
+      `memory budget exceeded: ${f.lastRefused} more bytes would make ${f.lastRefusedLive + f.lastRefused}, over the budget of ${this.#budget}`,
+    );
   }
 
   onError(code: number, message: string): void {
@@ -147,6 +253,8 @@ export class DeviceState {
     } else if (op.code === 0) {
       op.code = code;
       op.message = message;
+      // A refusal settled natively (no JS monitor) reached JS only as this error.
+      if (code === RTC_ERROR_OUT_OF_MEMORY && op.cause === undefined) op.cause = this.#budgetRefusal();
     }
   }
 
@@ -210,7 +318,13 @@ export class DeviceState {
   }
 
   get stats(): MemoryStats {
-    return { bytes: this.bytes, peak: this.peak, calls: this.calls, denied: this.denied };
+    const { bytes, peak, calls, denied } = accounts().read(this.id);
+    return { accounting: this.#accounting, bytes, peak, calls, denied };
+  }
+
+  /** Calls settled in native code without JS (a backend with a native ledger, and no JS monitor). */
+  get settledNatively(): number {
+    return accounts().read(this.id).native;
   }
 }
 
