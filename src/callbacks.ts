@@ -142,25 +142,45 @@ export interface Finalizable<H> {
  */
 export class SafetyNet<H> {
   #registry: FinalizationRegistry<H>;
-  #nursery: Finalizable<H>[] = [];
-  #held: (H | undefined)[] = [];
+  /**
+   * The object added last, apart: create-then-release code releases what it just made, and
+   * dropping it from one slot is cheaper than from an array. It keeps no dead wrapper alive either.
+   */
+  #latest: Finalizable<H> | undefined = undefined;
+  #latestHeld: H | undefined = undefined;
+  /** Object, held value (or undefined), object, held value, ...: one array, one push per add. */
+  #nursery: (Finalizable<H> | H | undefined)[] = [];
   #scheduled = false;
   constructor(finalize: (held: H) => void) {
     this.#registry = new FinalizationRegistry(finalize);
   }
   add(object: Finalizable<H>, held?: H): void {
-    const nursery = this.#nursery;
-    nursery.push(object);
-    this.#held.push(held);
-    if (nursery.length >= 4096) this.#promote();
-    else if (!this.#scheduled) {
+    const previous = this.#latest;
+    const previousHeld = this.#latestHeld;
+    this.#latest = object;
+    this.#latestHeld = held;
+    if (previous !== undefined) {
+      const nursery = this.#nursery;
+      nursery.push(previous, previousHeld);
+      if (nursery.length >= 2 * 4096) this.#promote();
+    }
+    if (!this.#scheduled) {
       this.#scheduled = true;
       setTimeout(() => this.#promote(), 0);
     }
   }
   /** Called on explicit release of an object that may already be registered. */
   remove(object: Finalizable<H>): void {
-    if (object[inRegistry]) {
+    if (this.#latest === object) {
+      this.#latest = undefined;
+      this.#latestHeld = undefined;
+      return;
+    }
+    const nursery = this.#nursery;
+    const last = nursery.length - 2;
+    if (last >= 0 && nursery[last] === object) {
+      nursery.length = last;
+    } else if (object[inRegistry]) {
       object[inRegistry] = false;
       this.#registry.unregister(object);
     }
@@ -168,14 +188,17 @@ export class SafetyNet<H> {
   #promote(): void {
     this.#scheduled = false;
     const nursery = this.#nursery;
-    const held = this.#held;
     this.#nursery = [];
-    this.#held = [];
-    for (let i = 0; i < nursery.length; i++) {
-      const object = nursery[i];
+    if (this.#latest !== undefined) {
+      nursery.push(this.#latest, this.#latestHeld);
+      this.#latest = undefined;
+      this.#latestHeld = undefined;
+    }
+    for (let i = 0; i < nursery.length; i += 2) {
+      const object = nursery[i] as Finalizable<H>;
       if (object.alive && !object[inRegistry]) {
         object[inRegistry] = true;
-        this.#registry.register(object, held[i] ?? object[finalizerState]!(), object);
+        this.#registry.register(object, (nursery[i + 1] as H | undefined) ?? object[finalizerState]!(), object);
       }
     }
   }
