@@ -39,24 +39,25 @@ export class IdTable<T> {
 
 // --- deferral ------------------------------------------------------------------------------------
 
-type Task = () => void;
-let queue: Task[] = [];
+type Task<T> = (arg: T) => void;
+/** Task, argument, task, argument, ...: no closure per deferred call. */
+let queue: unknown[] = [];
 let scheduled = false;
 
 function drain(): void {
   scheduled = false;
   const tasks = queue;
   queue = [];
-  for (const task of tasks) task();
+  for (let i = 0; i < tasks.length; i += 2) (tasks[i] as Task<unknown>)(tasks[i + 1]);
 }
 
 /**
- * Runs `task` on the JS thread after the current synchronous code, in order with other deferred
- * tasks. PoCL calls destructor callbacks inside clReleaseMemObject, NVIDIA on a driver thread:
- * deferring both to a microtask makes them indistinguishable to the program.
+ * Runs `task(arg)` on the JS thread after the current synchronous code, in order with other
+ * deferred tasks. PoCL calls destructor callbacks inside clReleaseMemObject, NVIDIA on a driver
+ * thread: deferring both to a microtask makes them indistinguishable to the program.
  */
-export function defer(task: Task): void {
-  queue.push(task);
+export function defer<T>(task: Task<T>, arg: T): void {
+  queue.push(task, arg);
   if (!scheduled) {
     scheduled = true;
     queueMicrotask(drain);

@@ -160,7 +160,7 @@ export function svmFreeTrampoline(): ReturnType<typeof backend.callback> {
     const entry = pendingFrees.delete(id);
     if (entry === undefined) return;
     paid();
-    defer(() => runFree(entry));
+    defer(runFree, entry);
   });
 }
 
