@@ -1,7 +1,7 @@
 /**
  * Where memlife's create + release time goes, part by part, on one runtime:
  *   bun bench/parts.ts | deno run -A --v8-flags=--expose-gc bench/parts.ts | node --expose-gc bench/parts.ts
- *   [--samples=9]
+ *   [--samples=9] [--part=buffer|svm]
  *
  * Each line adds one layer of the wrapper to the raw floor, so the differences between lines are
  * what each layer costs (all lines are sampled round-robin, like bench/cases.ts):
@@ -28,6 +28,7 @@ import { type Entry, measureAll } from "./measure.ts";
 import { formatTime } from "./report.ts";
 
 const samples = Number(process.argv.find((a) => a.startsWith("--samples="))?.slice(10) ?? 9);
+const part = process.argv.find((a) => a.startsWith("--part="))?.slice(7);
 const size = 4096;
 const ctx = cl.createContext();
 const context = ctx.unsafeHandle;
@@ -91,7 +92,9 @@ const svmEntries: Entry[] = [
 const method = { sampleMs: 50, warmupMs: 100, samples };
 const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
 const collect = g.Bun ? () => g.Bun!.gc(true) : g.gc;
-for (const [title, list] of [["create + release of a 4 KiB buffer", entries], ["SVM alloc + queued free, 4 KiB", svmEntries]] as const) {
+const sections = [["buffer", "create + release of a 4 KiB buffer", entries], ["svm", "SVM alloc + queued free, 4 KiB", svmEntries]] as const;
+for (const [name, title, list] of sections) {
+  if (part !== undefined && part !== name) continue;
   const results = await measureAll(method, backend.runtime, list, collect);
   console.log(`${backend.runtime}: median per ${title} (${samples} samples, min–max)`);
   for (const r of results) {
