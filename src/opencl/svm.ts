@@ -38,17 +38,14 @@ function opencl_clSVMFree(): (...args: unknown[]) => unknown {
 }
 let clSVMAlloc: ((...args: unknown[]) => unknown) | undefined;
 
-/** Kinds of allocation a context's devices were checked for, as bits: they do not change. */
+/** Kinds of allocation a context's devices can be checked for, as bits. */
 const COARSE = 1, FINE = 2, ATOMICS = 4;
-/** The context an allocation was last checked for, what passed, and the smallest size limit. */
-let checkedContext: WeakRef<Context> | undefined;
-let checkedKinds = 0;
-let checkedMaxSize = 0;
 
 /** Throws unless every device of the context can make this kind of allocation of this size. */
 function checkDevices(context: Context, size: number, fineGrain: boolean, atomics: boolean): void {
   const kinds = COARSE | (fineGrain ? FINE : 0) | (atomics ? ATOMICS : 0);
-  if (checkedContext?.deref() === context && (checkedKinds & kinds) === kinds && size <= checkedMaxSize) return;
+  // Device capabilities do not change: the loop below runs once per context and kind.
+  if (context.svmChecked(kinds, size)) return;
   let maxSize = Infinity;
   for (const device of context.devices) {
     const caps = device.svm;
@@ -61,12 +58,7 @@ function checkDevices(context: Context, size: number, fineGrain: boolean, atomic
     }
     maxSize = Math.min(maxSize, device.maxMemAllocSize);
   }
-  if (checkedContext?.deref() !== context) {
-    checkedContext = new WeakRef(context);
-    checkedKinds = 0;
-  }
-  checkedKinds |= kinds;
-  checkedMaxSize = maxSize;
+  context.svmPassed(kinds, maxSize);
 }
 
 /**
