@@ -14,8 +14,11 @@
  * and the same for an SVM allocation freed through the queue (svmAlloc + enqueueSVMFree + event
  * release, queue.finish() every 256), the case furthest from its raw floor:
  *   svm raw                  clSVMAlloc + clEnqueueSVMFree + clReleaseEvent, reused out-arrays
- *   + fresh out-arrays       the same, with a new pointer array and event slot per call, as memlife
- *   + SVMAllocation          memlife's svmAlloc, then the raw free path (fresh arrays)
+ *   raw + 1 us of JS         the same plus a 1 us busy wait per operation: on a machine with few
+ *                            cores, JS time per operation competes with the driver's worker
+ *                            threads, so it costs more than itself (PoCL on 2 cores: about 3x)
+ *   + SVMAllocation          memlife's svmAlloc, then the raw free path
+ *   + Event object           the same with the event wrapped in a cl.Event and released through it
  *   svmAlloc + enqueueSVMFree the public API
  */
 import { cl } from "../src/mod.ts";
@@ -67,13 +70,16 @@ const queue = ctx.createCommandQueue();
 const q = queue.unsafeHandle;
 const list = new BigUint64Array(new ArrayBuffer(8));
 const slot = new BigUint64Array(new ArrayBuffer(8));
-/** clEnqueueSVMFree of one pointer with no callback, as memlife calls it (fresh arrays) or not. */
-const rawFree = (pointer: Pointer, fresh: boolean) => {
-  const l = fresh ? new BigUint64Array(new ArrayBuffer(8)) : list;
-  const e = fresh ? new BigUint64Array(new ArrayBuffer(8)) : slot;
-  l[0] = backend.address(pointer);
-  if (raw.clEnqueueSVMFree(q, 1, l, null, 0, 0, null, e) !== 0) throw new Error("clEnqueueSVMFree failed");
-  raw.clReleaseEvent(backend.fromAddress(e[0]));
+/** clEnqueueSVMFree of one pointer with no callback, into reused out-arrays; returns the cl_event. */
+const rawEnqueueFree = (pointer: Pointer): Pointer => {
+  list[0] = backend.address(pointer);
+  if (raw.clEnqueueSVMFree(q, 1, list, null, 0, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree failed");
+  return backend.fromAddress(slot[0])!;
+};
+const rawFree = (pointer: Pointer) => raw.clReleaseEvent(rawEnqueueFree(pointer));
+const spin = (us: number) => {
+  const until = performance.now() + us / 1000;
+  while (performance.now() < until);
 };
 const svm = (op: (i: number) => void) => async (n: number) => {
   for (let i = 0; i < n; i++) {
@@ -83,9 +89,13 @@ const svm = (op: (i: number) => void) => async (n: number) => {
   await queue.finish();
 };
 const svmEntries: Entry[] = [
-  ["svm raw", svm(() => rawFree(raw.clSVMAlloc(context, 1, size, 0), false))],
-  ["+ fresh out-arrays", svm(() => rawFree(raw.clSVMAlloc(context, 1, size, 0), true))],
-  ["+ SVMAllocation", svm(() => rawFree(ctx.svmAlloc(size).surrender(), true))],
+  ["svm raw", svm(() => rawFree(raw.clSVMAlloc(context, 1, size, 0)))],
+  ["raw + 1 us of JS", svm(() => {
+    spin(1);
+    rawFree(raw.clSVMAlloc(context, 1, size, 0));
+  })],
+  ["+ SVMAllocation", svm(() => rawFree(ctx.svmAlloc(size).surrender()))],
+  ["+ Event object", svm(() => new cl.Event(rawEnqueueFree(ctx.svmAlloc(size).surrender()), ctx).release())],
   ["svmAlloc + enqueueSVMFree", svm(() => queue.enqueueSVMFree([ctx.svmAlloc(size)]).release())],
 ].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
 
