@@ -163,7 +163,10 @@ export class SafetyNet<H> {
     if (nursery.length >= NURSERY_SIZE) this.#promote();
     else if (!this.#scheduled) {
       this.#scheduled = true;
-      setTimeout(() => this.#promote(), 0);
+      setTimeout(() => {
+        this.#scheduled = false;
+        this.#promote();
+      }, 0);
     }
   }
   /** Called on explicit release of an object that may already be registered. */
@@ -173,8 +176,8 @@ export class SafetyNet<H> {
       this.#registry.unregister(object);
     }
   }
+  /** A full nursery is promoted at once but leaves the pending timer be: one timer per turn, not per 256 objects. */
   #promote(): void {
-    this.#scheduled = false;
     const nursery = this.#nursery;
     const held = this.#held;
     this.#nursery = [];
