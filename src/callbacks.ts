@@ -151,6 +151,7 @@ const NURSERY_SIZE = 256;
 export class SafetyNet<H> {
   #registry: FinalizationRegistry<H>;
   #nursery: Finalizable<H>[] = [];
+  /** Held values by nursery index, for objects added with one. */
   #held: (H | undefined)[] = [];
   #scheduled = false;
   constructor(finalize: (held: H) => void) {
@@ -158,8 +159,9 @@ export class SafetyNet<H> {
   }
   add(object: Finalizable<H>, held?: H): void {
     const nursery = this.#nursery;
+    // Most objects give their state on demand ([finalizerState]): only the others touch #held.
+    if (held !== undefined) this.#held[nursery.length] = held;
     nursery.push(object);
-    this.#held.push(held);
     if (nursery.length >= NURSERY_SIZE) this.#promote();
     else if (!this.#scheduled) {
       this.#scheduled = true;
