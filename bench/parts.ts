@@ -1,7 +1,7 @@
 /**
  * Where memlife's create + release time goes, part by part, on one runtime:
  *   bun bench/parts.ts | deno run -A --v8-flags=--expose-gc bench/parts.ts | node --expose-gc bench/parts.ts
- *   [--samples=9]
+ *   [--samples=9] [--part=buffer|svm]
  *
  * Each line adds one layer of the wrapper to the raw floor, so the differences between lines are
  * what each layer costs (all lines are sampled round-robin, like bench/cases.ts):
@@ -14,8 +14,11 @@
  * and the same for an SVM allocation freed through the queue (svmAlloc + enqueueSVMFree + event
  * release, queue.finish() every 256), the case furthest from its raw floor:
  *   svm raw                  clSVMAlloc + clEnqueueSVMFree + clReleaseEvent, reused out-arrays
- *   + fresh out-arrays       the same, with a new pointer array and event slot per call, as memlife
- *   + SVMAllocation          memlife's svmAlloc, then the raw free path (fresh arrays)
+ *   raw + 1 us of JS         the same plus a 1 us busy wait per operation: on a machine with few
+ *                            cores, JS time per operation competes with the driver's worker
+ *                            threads, so it costs more than itself (PoCL on 2 cores: about 3x)
+ *   + SVMAllocation          memlife's svmAlloc, then the raw free path
+ *   + Event object           the same with the event wrapped in a cl.Event and released through it
  *   svmAlloc + enqueueSVMFree the public API
  */
 import { cl } from "../src/mod.ts";
@@ -28,6 +31,7 @@ import { type Entry, measureAll } from "./measure.ts";
 import { formatTime } from "./report.ts";
 
 const samples = Number(process.argv.find((a) => a.startsWith("--samples="))?.slice(10) ?? 9);
+const part = process.argv.find((a) => a.startsWith("--part="))?.slice(7);
 const size = 4096;
 const ctx = cl.createContext();
 const context = ctx.unsafeHandle;
@@ -66,13 +70,16 @@ const queue = ctx.createCommandQueue();
 const q = queue.unsafeHandle;
 const list = new BigUint64Array(new ArrayBuffer(8));
 const slot = new BigUint64Array(new ArrayBuffer(8));
-/** clEnqueueSVMFree of one pointer with no callback, as memlife calls it (fresh arrays) or not. */
-const rawFree = (pointer: Pointer, fresh: boolean) => {
-  const l = fresh ? new BigUint64Array(new ArrayBuffer(8)) : list;
-  const e = fresh ? new BigUint64Array(new ArrayBuffer(8)) : slot;
-  l[0] = backend.address(pointer);
-  if (raw.clEnqueueSVMFree(q, 1, l, null, 0, 0, null, e) !== 0) throw new Error("clEnqueueSVMFree failed");
-  raw.clReleaseEvent(backend.fromAddress(e[0]));
+/** clEnqueueSVMFree of one pointer with no callback, into reused out-arrays; returns the cl_event. */
+const rawEnqueueFree = (pointer: Pointer): Pointer => {
+  list[0] = backend.address(pointer);
+  if (raw.clEnqueueSVMFree(q, 1, list, null, 0, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree failed");
+  return backend.fromAddress(slot[0])!;
+};
+const rawFree = (pointer: Pointer) => raw.clReleaseEvent(rawEnqueueFree(pointer));
+const spin = (us: number) => {
+  const until = performance.now() + us / 1000;
+  while (performance.now() < until);
 };
 const svm = (op: (i: number) => void) => async (n: number) => {
   for (let i = 0; i < n; i++) {
@@ -82,16 +89,22 @@ const svm = (op: (i: number) => void) => async (n: number) => {
   await queue.finish();
 };
 const svmEntries: Entry[] = [
-  ["svm raw", svm(() => rawFree(raw.clSVMAlloc(context, 1, size, 0), false))],
-  ["+ fresh out-arrays", svm(() => rawFree(raw.clSVMAlloc(context, 1, size, 0), true))],
-  ["+ SVMAllocation", svm(() => rawFree(ctx.svmAlloc(size).surrender(), true))],
+  ["svm raw", svm(() => rawFree(raw.clSVMAlloc(context, 1, size, 0)))],
+  ["raw + 1 us of JS", svm(() => {
+    spin(1);
+    rawFree(raw.clSVMAlloc(context, 1, size, 0));
+  })],
+  ["+ SVMAllocation", svm(() => rawFree(ctx.svmAlloc(size).surrender()))],
+  ["+ Event object", svm(() => new cl.Event(rawEnqueueFree(ctx.svmAlloc(size).surrender()), ctx).release())],
   ["svmAlloc + enqueueSVMFree", svm(() => queue.enqueueSVMFree([ctx.svmAlloc(size)]).release())],
 ].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
 
 const method = { sampleMs: 50, warmupMs: 100, samples };
 const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
 const collect = g.Bun ? () => g.Bun!.gc(true) : g.gc;
-for (const [title, list] of [["create + release of a 4 KiB buffer", entries], ["SVM alloc + queued free, 4 KiB", svmEntries]] as const) {
+const sections = [["buffer", "create + release of a 4 KiB buffer", entries], ["svm", "SVM alloc + queued free, 4 KiB", svmEntries]] as const;
+for (const [name, title, list] of sections) {
+  if (part !== undefined && part !== name) continue;
   const results = await measureAll(method, backend.runtime, list, collect);
   console.log(`${backend.runtime}: median per ${title} (${samples} samples, min–max)`);
   for (const r of results) {

@@ -13,19 +13,22 @@ export type DestructorCallback = (buffer: Buffer) => void;
 /** What stays in JS for a buffer whose native side will call us back when it is destroyed. */
 interface Destructor {
   readonly buffer: Buffer;
-  /** Run in reverse order of registration, like OpenCL's own callback stack. */
-  readonly callbacks: DestructorCallback[];
+  /** Run in reverse order of registration, like OpenCL's own callback stack; made on first use. */
+  callbacks: DestructorCallback[] | undefined;
   /** The host memory of a `hostPtr: "use"` buffer: pinned until the native side lets go. */
   hostMemory: ArrayBufferView | undefined;
   /** The destructor arrived; `released` and waiting for a driver thread means `owe()` was called. */
   delivered: boolean;
   owed: boolean;
-  /** Set once the callbacks ran: undefined for success, else what they threw. */
-  outcome: { errors: unknown[] } | undefined;
+  /** Set once the callbacks ran: `noErrors`, or what they threw. */
+  errors: readonly unknown[] | undefined;
+  /** `destroyed`, made when first read; `resolve`/`reject` settle it. */
   promise: Promise<void> | undefined;
-  settle: ((errors: unknown[]) => void) | undefined;
+  resolve: (() => void) | undefined;
+  reject: ((error: unknown) => void) | undefined;
 }
 
+const noErrors: readonly unknown[] = Object.freeze([]);
 const destructors = new IdTable<Destructor>();
 
 /** The process-wide trampoline: one native function pointer for every buffer. */
@@ -39,34 +42,47 @@ function destructorTrampoline(): ReturnType<typeof backend.callback> {
       entry.owed = false;
       paid();
     }
-    defer(() => runDestructors(entry));
+    // With no user callback there is no user code to keep out of the native call: settling here
+    // only queues the promise's reactions, which run after the current synchronous code anyway.
+    if (entry.callbacks === undefined) settle(entry, noErrors);
+    else defer(runDestructors, entry);
   });
 }
 
 function runDestructors(entry: Destructor): void {
-  const errors: unknown[] = [];
-  const callbacks = entry.callbacks;
+  let errors: unknown[] | undefined;
+  const callbacks = entry.callbacks!;
   for (let i = callbacks.length - 1; i >= 0; i--) {
     try {
       callbacks[i](entry.buffer);
     } catch (error) {
-      errors.push(error);
+      (errors ??= []).push(error);
       reportCallbackError(error, "destructor");
     }
   }
+  settle(entry, errors ?? noErrors);
+}
+
+function settle(entry: Destructor, errors: readonly unknown[]): void {
   entry.hostMemory = undefined;
-  entry.outcome = { errors };
-  entry.settle?.(errors);
+  entry.errors = errors;
+  const { resolve, reject } = entry;
+  if (resolve === undefined) return;
+  entry.resolve = entry.reject = undefined;
+  if (errors.length === 0) resolve();
+  else reject!(failure(errors));
 }
 
-function settled(errors: unknown[]): Promise<void> {
-  if (errors.length === 0) return Promise.resolve();
-  return Promise.reject(errors.length === 1 ? errors[0] : new AggregateError(errors, "destructor callbacks threw"));
+function failure(errors: readonly unknown[]): unknown {
+  return errors.length === 1 ? errors[0] : new AggregateError(errors, "destructor callbacks threw");
 }
 
-function pending(entry: Destructor): Promise<void> {
+function promiseFor(entry: Destructor): Promise<void> {
+  const errors = entry.errors;
+  if (errors !== undefined) return errors.length === 0 ? Promise.resolve() : Promise.reject(failure(errors));
   return new Promise<void>((resolve, reject) => {
-    entry.settle = (errors) => void settled(errors).then(resolve, reject);
+    entry.resolve = resolve;
+    entry.reject = reject;
   });
 }
 
@@ -197,13 +213,14 @@ export class Buffer {
       const handle = this.handle();
       entry = {
         buffer: this,
-        callbacks: [],
+        callbacks: undefined,
         hostMemory: undefined,
         delivered: false,
         owed: false,
-        outcome: undefined,
+        errors: undefined,
         promise: undefined,
-        settle: undefined,
+        resolve: undefined,
+        reject: undefined,
       };
       const id = destructors.add(entry);
       const status = opencl().symbols.clSetMemObjectDestructorCallback(handle, destructorTrampoline(), id);
@@ -226,7 +243,8 @@ export class Buffer {
       throw new TypeError("setDestructorCallback takes a function (clSetMemObjectDestructorCallback rejects NULL with CL_INVALID_VALUE)");
     }
     this.handle(); // ReleasedError: the memory object may already be gone
-    this.#watch().callbacks.push(callback);
+    const entry = this.#watch();
+    (entry.callbacks ??= []).push(callback);
   }
 
   /**
@@ -242,7 +260,7 @@ export class Buffer {
       }
       entry = this.#watch();
     }
-    return entry.promise ??= entry.outcome !== undefined ? settled(entry.outcome.errors) : pending(entry);
+    return entry.promise ??= promiseFor(entry);
   }
 
   /** CL_MEM_REFERENCE_COUNT (OpenCL says: stale at once, for debugging). */

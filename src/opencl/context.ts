@@ -52,6 +52,9 @@ export class Context {
   #released = false;
   /** Buffers, queues, events and SVM allocations not yet released. */
   #children = 0;
+  /** Kinds of SVM allocation (bits, see svm.ts) every device was found to support, and the largest size they all take. */
+  #svmKinds = 0;
+  #svmMaxSize = 0;
   readonly devices: readonly Device[];
   [inRegistry] = false;
 
@@ -120,6 +123,17 @@ export class Context {
   svmAlloc(size: number, options?: SVMOptions): SVMAllocation {
     this.handle();
     return new SVMAllocation(this, size, options);
+  }
+
+  /** @internal Whether `svmPassed` already vouched for these kinds of SVM allocation and this size. */
+  svmChecked(kinds: number, size: number): boolean {
+    return (this.#svmKinds & kinds) === kinds && size <= this.#svmMaxSize;
+  }
+
+  /** @internal The devices support these kinds of SVM allocation up to `maxSize` bytes: they will not change. */
+  svmPassed(kinds: number, maxSize: number): void {
+    this.#svmKinds |= kinds;
+    this.#svmMaxSize = maxSize;
   }
 
   /**

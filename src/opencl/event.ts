@@ -2,10 +2,10 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
-import { IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
+import { finalizerState, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
-import { check, errcode, infoU32, opencl, pointerArray } from "./native.ts";
+import { check, errcode, infoU32, opencl, pointerArray, symbols } from "./native.ts";
 import type { Context } from "./context.ts";
 
 const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
@@ -43,7 +43,11 @@ export class Event {
     this.#after = after;
     this.context = context;
     context.adopt();
-    net.add(this, { handle, context });
+    net.add(this);
+  }
+
+  [finalizerState](): { handle: Pointer; context: Context } {
+    return { handle: this.#handle!, context: this.context };
   }
 
   get alive(): boolean {
@@ -113,7 +117,7 @@ export class Event {
       this.#handle = null;
       net.remove(this);
     }
-    const status = opencl().symbols.clReleaseEvent(handle);
+    const status = symbols.clReleaseEvent(handle);
     if (last) this.context.disown();
     check("clReleaseEvent", status);
   }
@@ -146,9 +150,11 @@ export class UserEvent extends Event {
   }
 }
 
+const noWait: { count: number; list: BigUint64Array | null } = Object.freeze({ count: 0, list: null });
+
 /** A `cl_event *` wait list from `waitFor`, checked before any native call. */
 export function waitList(events: readonly Event[] | undefined): { count: number; list: BigUint64Array | null } {
-  if (events === undefined || events.length === 0) return { count: 0, list: null };
+  if (events === undefined || events.length === 0) return noWait;
   if (!Array.isArray(events)) throw new TypeError("waitFor must be an array of cl.Event");
   const handles = events.map((e, i) => {
     if (!(e instanceof Event)) throw new TypeError(`waitFor[${i}] is not a cl.Event`);
@@ -157,7 +163,7 @@ export function waitList(events: readonly Event[] | undefined): { count: number;
   return { count: handles.length, list: pointerArray(handles) };
 }
 
-/** Wraps the cl_event an enqueue call wrote into its one-slot out-parameter. */
+/** Wraps the cl_event an enqueue call just wrote into `eventOut`. */
 export function eventFrom(slot: BigUint64Array, context: Context, after?: Promise<void>): Event {
   return new Event(backend.fromAddress(slot[0]) as Pointer, context, after);
 }

@@ -104,7 +104,19 @@ export function pointerArray(pointers: readonly (Pointer | null)[]): BigUint64Ar
   return out;
 }
 
-/** A one-slot `cl_event *` out-parameter. */
-export function eventSlot(): BigUint64Array {
-  return new BigUint64Array(new ArrayBuffer(8));
+/**
+ * The `cl_event *` out-parameter of every enqueue call. One for the process: each call writes it
+ * and the caller reads it right after, before any other JS runs (the trampolines never enqueue).
+ */
+export const eventOut = new BigUint64Array(new ArrayBuffer(8));
+
+let pointerScratch = new BigUint64Array(new ArrayBuffer(8 * 16));
+/**
+ * A reusable C array of at least `length` pointers for a synchronous call that reads it only while
+ * it runs (OpenCL: "the memory associated with svm_pointers can be reused after the function
+ * returns"). Never for an async call, which reads it later.
+ */
+export function scratchPointers(length: number): BigUint64Array {
+  if (length > pointerScratch.length) pointerScratch = new BigUint64Array(new ArrayBuffer(8 * length));
+  return pointerScratch;
 }

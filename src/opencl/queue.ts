@@ -3,7 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { QueueInfo } from "./constants.ts";
-import { check, errcode, eventSlot, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
+import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { Event, eventFrom, waitList } from "./event.ts";
 import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline } from "./svm.ts";
@@ -13,6 +13,8 @@ import type { Device } from "./platform.ts";
 const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
   void opencl().async.clReleaseCommandQueue(handle).finally(() => context.disown());
 });
+
+let clEnqueueSVMFree: ((...args: unknown[]) => unknown) | undefined;
 
 export interface TransferOptions {
   /** Byte offset into the buffer (default 0). */
@@ -93,9 +95,8 @@ export class CommandQueue {
     const offset = options.offset ?? 0;
     checkRange(buffer, offset, data.byteLength);
     const { count, list } = waitList(options.waitFor);
-    const slot = eventSlot();
-    check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, data.byteLength, data, count, list, slot));
-    const event = eventFrom(slot, this.context);
+    check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, data.byteLength, data, count, list, eventOut));
+    const event = eventFrom(eventOut, this.context);
     void event.completion(data); // `data` stays pinned until the command completed
     return event;
   }
@@ -108,9 +109,8 @@ export class CommandQueue {
     const offset = options.offset ?? 0;
     checkRange(buffer, offset, target.byteLength);
     const { count, list } = waitList(options.waitFor);
-    const slot = eventSlot();
-    check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, target.byteLength, target, count, list, slot));
-    const event = eventFrom(slot, this.context);
+    check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, target.byteLength, target, count, list, eventOut));
+    const event = eventFrom(eventOut, this.context);
     void event.completion(target);
     return event;
   }
@@ -142,39 +142,48 @@ export class CommandQueue {
    * with or without `onFree`, and throws ReleasedError if used afterwards. The returned event's
    * `wait()` settles after the command completed and `onFree` ran.
    */
-  enqueueSVMFree(allocations: SVMAllocation[], options: SVMFreeOptions = {}): Event {
+  enqueueSVMFree(allocations: SVMAllocation[], options?: SVMFreeOptions): Event {
     const handle = this.handle();
     if (!Array.isArray(allocations)) throw new TypeError("enqueueSVMFree takes an array of cl.SVMAllocation");
-    const { onFree, waitFor } = options;
-    if (onFree !== undefined && typeof onFree !== "function") throw new TypeError("onFree must be a function");
-    const seen = new Set<SVMAllocation>();
-    for (const [i, a] of allocations.entries()) {
+    let onFree: SVMFreeCallback | undefined;
+    let waitFor: Event[] | undefined;
+    if (options !== undefined) {
+      ({ onFree, waitFor } = options);
+      if (onFree !== undefined && typeof onFree !== "function") throw new TypeError("onFree must be a function");
+    }
+    const n = allocations.length;
+    // A Set only pays for itself on long lists; the usual one or few compare pairwise.
+    const seen = n > 8 ? new Set<SVMAllocation>() : undefined;
+    for (let i = 0; i < n; i++) {
+      const a = allocations[i];
       if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation`);
       if (a.context !== this.context) throw new TypeError(`allocations[${i}] belongs to another context than this queue`);
-      if (seen.has(a)) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
+      let twice = false;
+      if (seen !== undefined) twice = seen.size === seen.add(a).size;
+      else for (let j = 0; j < i && !twice; j++) twice = allocations[j] === a;
+      if (twice) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
       a.pointer(); // ReleasedError if already freed
-      seen.add(a);
     }
-    const svmFree = optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
+    const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     const { count, list } = waitList(waitFor);
-    const pointers = allocations.map((a) => a.pointer());
-    const array = allocations.length > 0 ? pointerArray(pointers) : null;
-    const slot = eventSlot();
-    const given = [...allocations];
+    const array = n > 0 ? scratchPointers(n) : null;
+    for (let i = 0; i < n; i++) array![i] = allocations[i].address;
     if (onFree === undefined) {
-      check("clEnqueueSVMFree", svmFree(handle, pointers.length, array, null, 0, count, list, slot) as number);
-      for (const a of given) a.surrender();
-      return eventFrom(slot, this.context);
+      check("clEnqueueSVMFree", svmFree(handle, n, array, null, 0, count, list, eventOut) as number);
+      for (let i = 0; i < n; i++) allocations[i].surrender();
+      return eventFrom(eventOut, this.context);
     }
+    const given = allocations.slice();
+    const pointers = given.map((a) => a.pointer());
     const { id, settled } = registerFree(this, this.context.nativeHandle(), given, pointers, onFree);
-    const status = svmFree(handle, pointers.length, array, svmFreeTrampoline(), id, count, list, slot) as number;
+    const status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
     if (status !== 0) {
       abandonFree(id);
       throw new OpenCLError("clEnqueueSVMFree", status);
     }
     for (const a of given) a.surrender();
     this.#track(settled);
-    return eventFrom(slot, this.context, settled);
+    return eventFrom(eventOut, this.context, settled);
   }
 
   #track(work: Promise<void>): void {

@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
-import { defer, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { MemFlags } from "./constants.ts";
 import { optionalSymbol } from "./native.ts";
@@ -32,8 +32,33 @@ const net = new SafetyNet<{ context: Context; pointer: Pointer }>(({ context, po
   context.disown();
 });
 
+let clSVMFree: ((...args: unknown[]) => unknown) | undefined;
 function opencl_clSVMFree(): (...args: unknown[]) => unknown {
-  return optionalSymbol("clSVMFree", "an OpenCL 2.0 platform");
+  return clSVMFree ??= optionalSymbol("clSVMFree", "an OpenCL 2.0 platform");
+}
+let clSVMAlloc: ((...args: unknown[]) => unknown) | undefined;
+
+/** Kinds of allocation a context's devices can be checked for, as bits. */
+const COARSE = 1, FINE = 2, ATOMICS = 4;
+
+/** Throws unless every device of the context can make this kind of allocation of this size. */
+function checkDevices(context: Context, size: number, fineGrain: boolean, atomics: boolean): void {
+  const kinds = COARSE | (fineGrain ? FINE : 0) | (atomics ? ATOMICS : 0);
+  // Device capabilities do not change: the loop below runs once per context and kind.
+  if (context.svmChecked(kinds, size)) return;
+  let maxSize = Infinity;
+  for (const device of context.devices) {
+    const caps = device.svm;
+    const missing = !caps.coarseGrainBuffer ? "shared virtual memory"
+      : fineGrain && !caps.fineGrainBuffer ? "fine-grain SVM buffers"
+      : atomics && !caps.atomics ? "SVM atomics" : undefined;
+    if (missing) throw new OpenCLError("clSVMAlloc", -59, `device "${device.name}" does not support ${missing} (CL_DEVICE_SVM_CAPABILITIES)`);
+    if (size > device.maxMemAllocSize) {
+      throw new RangeError(`SVM size ${size} exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE (${device.maxMemAllocSize}) of "${device.name}"`);
+    }
+    maxSize = Math.min(maxSize, device.maxMemAllocSize);
+  }
+  context.svmPassed(kinds, maxSize);
 }
 
 /**
@@ -46,49 +71,52 @@ function opencl_clSVMFree(): (...args: unknown[]) => unknown {
  */
 export class SVMAllocation {
   #pointer: Pointer | null;
+  /** Made on first use: most allocations are only ever passed back to OpenCL as pointers. */
+  #address: bigint | undefined = undefined;
   readonly context: Context;
   /** Size in bytes. */
   readonly size: number;
   readonly fineGrain: boolean;
-  #address: bigint;
   [inRegistry] = false;
 
   /** @internal use `ctx.svmAlloc()`. */
-  constructor(context: Context, size: number, options: SVMOptions = {}) {
+  constructor(context: Context, size: number, options?: SVMOptions) {
     if (!Number.isSafeInteger(size) || size <= 0) {
       throw new RangeError(`SVM size must be a positive integer number of bytes, got ${size}`);
     }
-    if (typeof options !== "object" || options === null) throw new TypeError("svmAlloc options must be an object");
-    const { access = "read_write", fineGrain = false, atomics = false, alignment = 0 } = options;
-    const accessFlag = accessFlags[access];
-    if (accessFlag === undefined) throw new TypeError(`access must be "read_write", "read_only" or "write_only", got ${String(access)}`);
-    if (!Number.isInteger(alignment) || alignment < 0 || (alignment & (alignment - 1)) !== 0) {
-      throw new RangeError(`alignment must be 0 or a power of two, got ${alignment}`);
-    }
-    if (atomics && !fineGrain) throw new TypeError("atomics: true needs fineGrain: true (CL_MEM_SVM_ATOMICS is only valid with CL_MEM_SVM_FINE_GRAIN_BUFFER)");
-    for (const device of context.devices) {
-      const caps = device.svm;
-      const missing = !caps.coarseGrainBuffer ? "shared virtual memory"
-        : fineGrain && !caps.fineGrainBuffer ? "fine-grain SVM buffers"
-        : atomics && !caps.atomics ? "SVM atomics" : undefined;
-      if (missing) throw new OpenCLError("clSVMAlloc", -59, `device "${device.name}" does not support ${missing} (CL_DEVICE_SVM_CAPABILITIES)`);
-      if (size > device.maxMemAllocSize) {
-        throw new RangeError(`SVM size ${size} exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE (${device.maxMemAllocSize}) of "${device.name}"`);
+    let flags: number = MemFlags.READ_WRITE;
+    let fineGrain = false;
+    let atomics = false;
+    let alignment = 0;
+    if (options !== undefined) {
+      if (typeof options !== "object" || options === null) throw new TypeError("svmAlloc options must be an object");
+      const { access = "read_write" } = options;
+      ({ fineGrain = false, atomics = false, alignment = 0 } = options);
+      const accessFlag = accessFlags[access];
+      if (accessFlag === undefined) throw new TypeError(`access must be "read_write", "read_only" or "write_only", got ${String(access)}`);
+      if (!Number.isInteger(alignment) || alignment < 0 || (alignment & (alignment - 1)) !== 0) {
+        throw new RangeError(`alignment must be 0 or a power of two, got ${alignment}`);
       }
+      if (atomics && !fineGrain) throw new TypeError("atomics: true needs fineGrain: true (CL_MEM_SVM_ATOMICS is only valid with CL_MEM_SVM_FINE_GRAIN_BUFFER)");
+      flags = accessFlag | (fineGrain ? MemFlags.SVM_FINE_GRAIN_BUFFER : 0) | (atomics ? MemFlags.SVM_ATOMICS : 0);
     }
-    const flags = accessFlag | (fineGrain ? MemFlags.SVM_FINE_GRAIN_BUFFER : 0) | (atomics ? MemFlags.SVM_ATOMICS : 0);
-    const pointer = optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform")(context.handle(), flags, size, alignment) as Pointer | null;
+    checkDevices(context, size, fineGrain, atomics);
+    clSVMAlloc ??= optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform");
+    const pointer = clSVMAlloc(context.handle(), flags, size, alignment) as Pointer | null;
     if (pointer === null) {
       // clSVMAlloc reports no code; after the checks above, NULL means the allocation itself failed.
       throw new OpenCLError("clSVMAlloc", -4, `returned NULL for ${size} bytes (it gives no error code)`);
     }
     this.#pointer = pointer;
-    this.#address = backend.address(pointer);
     this.context = context;
     this.size = size;
     this.fineGrain = fineGrain;
     context.adopt();
-    net.add(this, { context, pointer });
+    net.add(this);
+  }
+
+  [finalizerState](): { context: Context; pointer: Pointer } {
+    return { context: this.context, pointer: this.#pointer! };
   }
 
   get alive(): boolean {
@@ -98,7 +126,7 @@ export class SVMAllocation {
   /** The SVM pointer as a number-like address, valid on host and device. */
   get address(): bigint {
     if (this.#pointer === null) throw new ReleasedError("SVMAllocation");
-    return this.#address;
+    return this.#address ??= backend.address(this.#pointer);
   }
 
   /** @internal */
@@ -160,7 +188,7 @@ export function svmFreeTrampoline(): ReturnType<typeof backend.callback> {
     const entry = pendingFrees.delete(id);
     if (entry === undefined) return;
     paid();
-    defer(() => runFree(entry));
+    defer(runFree, entry);
   });
 }
 
