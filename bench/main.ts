@@ -31,7 +31,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { type Line, quantile, type ResultLine } from "./measure.ts";
 import { budgetBytes, type CaseSpec, embreeCases, type Group, matches, methods, openclCases, triangleSets } from "./plan.ts";
-import { analyse, markdownTable, type ReportRow, type Row, sortRows, svgChart, targetRules, terminalTable } from "./report.ts";
+import { analyse, markdownTable, type ReportRow, type Row, sortRows, summaryTable, svgChart, targetRules, terminalTable } from "./report.ts";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const bench = path.join(root, "bench");
@@ -413,7 +413,7 @@ const stamp = date.toISOString().replace(/[:.]/g, "-").slice(0, 19);
 write(path.join(resultsDir, "history", `${stamp}${partial ? "-partial" : ""}.json`), json);
 if (!partial) {
   write(path.join(resultsDir, "latest.json"), json);
-  write(path.join(resultsDir, "latest.md"), [context, "", markdownTable(report), "", ...summary, "", ...monitorNotes, ""].join("\n"));
+  write(path.join(resultsDir, "latest.md"), [context, "", "Summary: time per operation (median) and memlife's ratio to the same runtime's raw FFI.", "", summaryTable(report), "", "Every row:", "", markdownTable(report), "", ...summary, "", ...monitorNotes, ""].join("\n"));
   write(path.join(resultsDir, "latest.svg"), svgChart(report, `memlife allocation throughput (${set} set, ${date.toISOString().slice(0, 10)})`));
 }
 

@@ -239,6 +239,34 @@ export function markdownTable(rows: ReportRow[]): string {
   return out.join("\n");
 }
 
+/**
+ * One line per case: the C and PyOpenCL baselines, then memlife on each runtime with its ratio to
+ * that runtime's raw FFI floor (the README shows this one; latest.md has every row).
+ */
+export function summaryTable(rows: ReportRow[]): string {
+  const runtimes = ["bun", "deno", "node"].filter((rt) => rows.some((r) => r.runtime === rt && r.impl === "memlife"));
+  const out = [
+    `| case | C | PyOpenCL | ${runtimes.map((rt) => `${rt} memlife (×raw)`).join(" | ")} |`,
+    `|---|${"---:|".repeat(2 + runtimes.length)}`,
+  ];
+  const seen = new Set<string>();
+  for (const r of rows) {
+    const key = `${r.case}\u0000${r.device}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const of = (runtime: string, impl: string) => rows.find((x) => x.case === r.case && x.device === r.device && x.runtime === runtime && x.impl === impl);
+    const time = (x: ReportRow | undefined) => (x?.median !== undefined ? formatTime(x.median) : "—");
+    const memlife = runtimes.map((rt) => {
+      const m = of(rt, "memlife");
+      if (m?.median === undefined) return "—";
+      return m.vsRaw !== undefined ? `${time(m)} (${m.vsRaw.toFixed(2)}×)` : time(m);
+    });
+    const label = r.device ? `${r.case} (${r.device})` : r.case;
+    out.push(`| ${label} | ${time(of("c", "C"))} | ${time(of("python", "PyOpenCL"))} | ${memlife.join(" | ")} |`);
+  }
+  return out.join("\n");
+}
+
 // ---- SVG chart ----------------------------------------------------------------------------------
 
 const colours: Record<string, string> = {
