@@ -1,13 +1,22 @@
 /**
- * `npm test`: runs every test/**\/*.spec.ts on Bun, Deno and Node (run by Node 22+), each file in
- * its own process through test/run.ts, one after another (the native libraries and their thread
- * pools are shared by the whole machine: parallel files would make timings and thread tests flaky).
+ * `npm test`: runs every test/**\/*.spec.ts under vitest on Bun, Deno and Node, ONE vitest process
+ * per spec file and runtime, one after another, and sums the results:
  *
- *   node test/all.ts [--runtime=bun,deno,node] [--filter=substr] [--timeout=180] [--verbose]
+ *   node test/all.ts [--runtime=bun,deno,node] [--filter=substr] [--timeout=180] [--verbose] [-- vitest args]
  *
+ * e.g. `node test/all.ts --runtime=deno --filter=opencl -- -t "SVM"`. Runs on Bun and Deno too.
+ * Why a process per file, and not one vitest run per runtime:
+ * - isolation on every runtime: the native libraries and callback trampolines are process-wide,
+ *   and Bun runs vitest's threads pool (its forks pool fails there), which shares one process;
+ * - a hard time limit per file: a test that blocks the JS thread forever stops vitest's own
+ *   timeouts too; here the file's process group is killed and the run goes on;
+ * - the exit check: a file's process that does not exit within `exitGraceS` of its result line
+ *   fails (nothing deadlocks at exit).
+ * Each file's JUnit report goes to test-results/<runtime>/ (git-ignored), for CI; skip reasons
+ * are in this script's output only (vitest's JUnit has none).
  * The last line is `N passed, N failed[, N skipped]` summed over the runtimes; the exit code is
- * 1 if anything failed. A file killed at its time limit or crashed counts its unfinished tests as
- * failed (at least 1); one that crashes or hangs after its result line counts 1 more failure.
+ * 1 if anything failed. A file killed or crashed counts its unfinished tests as failed (at least
+ * 1); one that crashes or hangs after its result line counts 1 more failure.
  */
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
@@ -16,34 +25,42 @@ import process from "node:process";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const option = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-const verbose = process.argv.includes("--verbose");
+const dashes = process.argv.indexOf("--");
+const ownArgs = dashes < 0 ? process.argv.slice(2) : process.argv.slice(2, dashes);
+const vitestArgs = dashes < 0 ? [] : process.argv.slice(dashes + 1);
+const option = (name: string) => ownArgs.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const verbose = ownArgs.includes("--verbose");
 const fileLimitS = Number(option("timeout") ?? 180);
 /** After its result line a file has this long to exit: a hang at exit is a bug (design: nothing deadlocks). */
-const exitGraceS = 15;
+const exitGraceS = Number(option("grace") ?? 15);
+/** The spec files that fail on purpose, for test/suite.spec.ts (vitest.config.ts reads the variable). */
+const fixtures = ownArgs.includes("--fixtures");
 
 type Runtime = "bun" | "deno" | "node";
 const bin = (p: string) => join(root, "node_modules", p);
-/** The pinned runtimes from node_modules, with the flags that make harness.gc() work. */
+const vitest = bin("vitest/vitest.mjs");
+/** The pinned runtimes from node_modules, each running vitest's CLI. */
 const commands: Record<Runtime, string[]> = {
-  bun: [bin(".bin/bun")],
-  deno: [bin("@deno/linux-x64-glibc/deno"), "run", "-A", "--v8-flags=--expose-gc"],
-  node: [existsSync(bin(".bin/node")) ? bin(".bin/node") : process.execPath, "--expose-gc"],
+  // --bun: Bun itself, not the Node that vitest.mjs's shebang names, runs vitest.
+  bun: [bin(".bin/bun"), "--bun", vitest],
+  deno: [bin("@deno/linux-x64-glibc/deno"), "run", "-A", vitest],
+  node: [existsSync(bin(".bin/node")) ? bin(".bin/node") : process.execPath, vitest],
 };
 const runtimes = (option("runtime") ?? "bun,deno,node").split(",") as Runtime[];
 for (const r of runtimes) if (!(r in commands)) throw new Error(`--runtime: unknown runtime "${r}" (bun, deno, node)`);
 
 const filter = option("filter") ?? "";
-const files = readdirSync(join(root, "test"), { recursive: true, encoding: "utf8" })
-  .filter((f) => f.endsWith(".spec.ts") && f.includes(filter))
-  .map((f) => join("test", f))
+const dir = fixtures ? join("test", "fixtures", "suite") : "test";
+const files = readdirSync(join(root, dir), { recursive: !fixtures, encoding: "utf8" })
+  .filter((f) => f.endsWith(".spec.ts") && !f.startsWith("fixtures/") && f.includes(filter))
+  .map((f) => join(dir, f))
   .sort();
 
 type Counts = { passed: number; failed: number; skipped: number };
 const totals = Object.fromEntries(runtimes.map((r) => [r, { passed: 0, failed: 0, skipped: 0 }])) as Record<Runtime, Counts>;
 
 let current: ReturnType<typeof spawn> | undefined;
-// The children lead their own process groups (so a kill reaches their own children too), hence
+// The children lead their own process groups (so a kill reaches vitest's workers too), hence
 // Ctrl-C does not reach them by itself.
 for (const sig of ["SIGINT", "SIGTERM"] as const) {
   process.on(sig, () => {
@@ -63,13 +80,28 @@ interface FileRun { code: number | null; signal: string | null; stdout: string; 
 
 function runFile(runtime: Runtime, file: string): Promise<FileRun> {
   const [cmd, ...args] = commands[runtime];
+  const junit = join("test-results", runtime, `${relative("test", file).replaceAll("/", "_")}.xml`);
   return new Promise((resolve) => {
-    const child = spawn(cmd!, [...args, "test/run.ts", file], {
-      cwd: root,
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
-    });
+    const child = spawn(
+      cmd!,
+      [
+        ...args, "run", file, "--reporter=./test/reporter.ts",
+        // The fixtures fail on purpose: no report of theirs must reach CI.
+        ...(fixtures ? [] : ["--reporter=junit", `--outputFile.junit=${junit}`]),
+        ...vitestArgs,
+      ],
+      {
+        cwd: root,
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: {
+          ...process.env,
+          DENO_NO_UPDATE_CHECK: "1",
+          NO_COLOR: "1",
+          ...(fixtures ? { MEMLIFE_TEST_FIXTURES: "1" } : {}),
+        },
+      },
+    );
     current = child;
     let stdout = "";
     let stderr = "";
@@ -82,7 +114,7 @@ function runFile(runtime: Runtime, file: string): Promise<FileRun> {
     let grace: ReturnType<typeof setTimeout> | undefined;
     child.stdout.setEncoding("utf8").on("data", (s: string) => {
       stdout += s;
-      if (!grace && stdout.includes("\n@@result ")) {
+      if (!grace && /^@@result /m.test(stdout)) {
         grace = setTimeout(() => kill(`did not exit within ${exitGraceS} s of its result line`), exitGraceS * 1000);
       }
     });
@@ -105,36 +137,41 @@ function runFile(runtime: Runtime, file: string): Promise<FileRun> {
 function tally(run: FileRun): Counts & { note?: string } {
   const lines = run.stdout.split("\n");
   const exit = run.signal ?? `exit code ${run.code}`;
+  const finished = new Set<string>();
+  const c: Counts = { passed: 0, failed: 0, skipped: 0 };
+  for (const l of lines) {
+    if (!l.startsWith("@@case ")) continue;
+    const { state, name } = JSON.parse(l.slice("@@case ".length)) as { state: string; name: string };
+    finished.add(name);
+    c[state === "failed" ? "failed" : state === "skipped" ? "skipped" : "passed"]++;
+  }
+  const plan: string[] = lines.filter((l) => l.startsWith("@@plan ")).flatMap((l) => JSON.parse(l.slice("@@plan ".length)));
+  // Tests that never finished (the file was killed, or its worker died) count as failed.
+  const unfinished = plan.filter((name) => !finished.has(name));
+  const where = unfinished.length ? ` while running "${unfinished[0]}"; ${unfinished.length} test(s) unfinished` : "";
   const resultLine = lines.find((l) => l.startsWith("@@result "));
   if (resultLine) {
-    const c = JSON.parse(resultLine.slice("@@result ".length)) as Counts;
-    if (run.note) return { ...c, failed: c.failed + 1, note: run.note };
-    if (run.signal || run.code !== (c.failed > 0 ? 1 : 0)) {
-      return { ...c, failed: c.failed + 1, note: `${exit} after its result line` };
+    // The reporter's counts also hold the errors outside any test (a worker that died).
+    const r = JSON.parse(resultLine.slice("@@result ".length)) as Counts;
+    r.failed += unfinished.length;
+    if (run.note) return { ...r, failed: r.failed + 1, note: run.note };
+    if (run.signal || run.code !== (r.failed > 0 ? 1 : 0)) {
+      return { ...r, failed: r.failed + 1, note: `${exit} after its result line${where}` };
     }
-    return c;
+    // A file where nothing ran tested nothing, unless -t or the like deselected everything.
+    if (r.passed + r.failed + r.skipped === 0 && vitestArgs.length === 0) return { ...r, failed: 1, note: "no test ran" };
+    return unfinished.length ? { ...r, note: `${unfinished.length} test(s) unfinished, "${unfinished[0]}" first` } : r;
   }
-  // No result line: the file crashed or was killed. Count what the lines say finished.
-  const c: Counts = { passed: 0, failed: 0, skipped: 0 };
-  const finished = new Set<number>();
-  for (const l of lines) {
-    const m = /^(ok  |FAIL|skip) (\d+)\/\d+ /.exec(l);
-    if (!m) continue;
-    finished.add(Number(m[2]));
-    c[m[1] === "FAIL" ? "failed" : m[1] === "skip" ? "skipped" : "passed"]++;
-  }
-  const planLine = lines.find((l) => l.startsWith("@@plan "));
-  const plan: string[] = planLine ? JSON.parse(planLine.slice("@@plan ".length)) : [];
-  const unfinished = plan.filter((_, i) => !finished.has(i + 1));
+  // No result line: the file crashed or was killed.
   c.failed += Math.max(1, unfinished.length);
-  const where = unfinished.length ? ` while running "${unfinished[0]}"; ${unfinished.length} test(s) unfinished` : "";
   return { ...c, note: `${run.note ?? `ended with ${exit}`} and no result line${where}` };
 }
 
 const indent = (s: string) => s.replace(/^/gm, "    ");
 const pad = (s: string | number, n: number) => String(s).padStart(n);
 
-if (files.length === 0) console.log(`no test/**/*.spec.ts file matches --filter=${filter}`);
+const started = performance.now();
+if (files.length === 0) console.log(`no ${dir}/**/*.spec.ts file matches --filter=${filter}`);
 for (const runtime of runtimes) {
   for (const file of files) {
     const start = performance.now();
@@ -149,7 +186,7 @@ for (const runtime of runtimes) {
       `${c.failed ? "FAIL" : "ok  "} ${runtime.padEnd(4)} ${relative("test", file)}: ` +
         `${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped (${secs} s)`,
     );
-    const body = run.stdout.split("\n").filter((l) => !l.startsWith("@@") && l !== "").join("\n");
+    const body = run.stdout.split("\n").filter((l) => !l.startsWith("@@") && !l.startsWith("JUNIT report") && l !== "").join("\n");
     if (verbose || c.failed) {
       // Everything the file printed, its stderr tail, and why it counted as failed.
       if (body) console.log(indent(body));
@@ -158,13 +195,13 @@ for (const runtime of runtimes) {
       if (c.note) console.log(indent(`!! ${c.note}`));
     } else {
       // Skips are always shown with their reason: a skip is never a silent pass.
-      for (const l of body.split("\n")) if (l.startsWith("skip ")) console.log(indent(l));
+      for (const l of body.split("\n")) if (l.startsWith("skip ") || l.startsWith("(")) console.log(indent(l));
     }
   }
 }
 
 const sum = { passed: 0, failed: 0, skipped: 0 };
-console.log(`\nruntime  ${pad("passed", 7)} ${pad("failed", 7)} ${pad("skipped", 8)}`);
+console.log(`\nruntime  ${pad("passed", 7)} ${pad("failed", 7)} ${pad("skipped", 8)}   (${((performance.now() - started) / 1000).toFixed(1)} s)`);
 for (const r of runtimes) {
   const t = totals[r];
   console.log(`${r.padEnd(8)} ${pad(t.passed, 7)} ${pad(t.failed, 7)} ${pad(t.skipped, 8)}`);

@@ -1,5 +1,6 @@
 /** Embree: the device memory monitor (seed 004), accounting and budget, errors, threads, lifetimes, exit. */
-import { assert, describe, gc, runScript, runtime, sleep, test } from "./harness.ts";
+import { describe, test } from "vitest";
+import { assert, gc, runScript, runtime, sleep } from "./helpers.ts";
 import { EmbreeError, LibraryLoadError, onCallbackError, ReleasedError, rtc } from "../src/mod.ts";
 
 // --- scenes -----------------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
     }
     assert.equal(device.memory.denied, 0);
     assert.equal(device.memory.calls, monitor.calls());
-  }, { timeout: 60_000 });
+  }, 60_000);
 
   test("a refusal at a random allocation gives exactly one OUT_OF_MEMORY, and 0 bytes after release", async () => {
     using device = rtc.newDevice();
@@ -133,7 +134,7 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
       assert.equal(device.memory.bytes, 0, `seed ${seed}: memlife's sum after release`);
     }
     assert.equal(errors, 12);
-  }, { timeout: 90_000 });
+  }, 90_000);
 
   test("a device with no monitor, budget or accounting installs no native monitor: its commit relays nothing", async () => {
     using device = rtc.newDevice("threads=0");
@@ -146,7 +147,7 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
     assert.deepEqual(device.memory, { accounting: false, bytes: 0, peak: 0, calls: 0, denied: 0 });
     const { direct, relayed } = rtc.monitorDiagnostics(device);
     assert.equal(direct + relayed, 0, "Embree called memlife's monitor");
-  }, { timeout: 60_000 });
+  }, 60_000);
 
   test("{ accounting: true } counts from the start, with no monitor: bytes back to 0 after release", async () => {
     using device = rtc.newDevice("", { accounting: true });
@@ -280,7 +281,7 @@ describe("threads", () => {
     assert.equal(device.memory.denied - deniedBefore, 1);
     again.release();
     assert.equal(device.memory.bytes, 0);
-  }, { timeout: 120_000 });
+  }, 120_000);
 
   test("two devices alive at once (threads=1, threads=0): each monitor sees only its device", async () => {
     using one = rtc.newDevice("threads=1");
@@ -312,7 +313,7 @@ describe("threads", () => {
     assert.equal(b.bytes(), 0);
     assert.equal(all.memory.bytes, 0);
     assert.equal(one.memory.bytes, 0);
-  }, { timeout: 60_000 });
+  }, 60_000);
 
   test("commits of two scenes of one device at once both settle", async () => {
     using device = rtc.newDevice("threads=0");
@@ -325,7 +326,7 @@ describe("threads", () => {
     await Promise.all([s1.commit(), s2.commit()]);
     assert.ok(s1.committed && s2.committed);
     assert.equal(count.bytes(), device.memory.bytes);
-  }, { timeout: 60_000 });
+  }, 60_000);
 });
 
 describe("monitor failures and replacement", () => {
@@ -352,7 +353,7 @@ describe("monitor failures and replacement", () => {
     } finally {
       onCallbackError(null);
     }
-  }, { timeout: 30_000 });
+  }, 30_000);
 
   test("the monitor replaced while a commit runs (inside a monitor call and from a timer)", async () => {
     using device = rtc.newDevice("threads=0");
@@ -395,7 +396,7 @@ describe("monitor failures and replacement", () => {
     });
     await assert.rejects(second.commit(), (e: unknown) => e instanceof EmbreeError && e.codeName === OOM);
     device.setMemoryMonitorFunction(null);
-  }, { timeout: 60_000 });
+  }, 60_000);
 
   test("the monitor set and unset from a timer during commits: every call counted once, 0 bytes after release", async () => {
     using device = rtc.newDevice("threads=0", { accounting: true });
@@ -423,20 +424,20 @@ describe("monitor failures and replacement", () => {
     assert.ok(seen > 0 && seen <= d.direct + d.relayed, `${seen} monitor calls of ${d.direct + d.relayed} in JS`);
     assert.equal(device.memory.calls, d.direct + d.relayed + d.native);
     assert.equal(device.memory.denied, 0);
-  }, { timeout: 60_000 });
+  }, 60_000);
 
   test("exit(3) with a commit in flight exits with 3", async () => {
     const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["inflight"], { timeout: 60_000 });
     assert.equal(result.timedOut, false, "the child hung");
     assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
     assert.equal(result.code, 3, result.stderr);
-  }, { timeout: 70_000 });
+  }, 70_000);
 
   test("exit(3) right after a commit exits with 3", async () => {
     const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["after"], { timeout: 60_000 });
     assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
     assert.equal(result.code, 3, result.stderr);
-  }, { timeout: 70_000 });
+  }, 70_000);
 
   test("a script that used Embree ends with 0 (released, and not released)", async () => {
     for (const mode of ["end", "unreleased"]) {
@@ -445,7 +446,7 @@ describe("monitor failures and replacement", () => {
       assert.equal(result.code, 0, `${mode}: ${result.stderr}`);
       if (mode === "end") assert.match(result.stdout, /released 0 hit true/);
     }
-  }, { timeout: 130_000 });
+  }, 130_000);
 });
 
 describe("device.memory and setMemoryBudget", () => {
@@ -476,7 +477,7 @@ describe("device.memory and setMemoryBudget", () => {
     assert.ok(bytes > geometryBytes && peak >= bytes && calls > 0);
     ok.release();
     assert.equal(device.memory.bytes, 0);
-  }, { timeout: 60_000 });
+  }, 60_000);
 
   test("a budget of 0 makes addTriangleMesh throw OUT_OF_MEMORY (the copy into Embree's buffers is refused)", () => {
     using device = rtc.newDevice();
@@ -521,7 +522,7 @@ describe("errors and lifetimes", () => {
     assert.match(report.message, /libembree3-3/);
     assert.match(report.message, /libembree4-4/);
     assert.ok(LibraryLoadError.prototype instanceof Error);
-  }, { timeout: 40_000 });
+  }, 40_000);
 
   test("an error raised on the JS thread is routed to its call", () => {
     using device = rtc.newDevice();
@@ -627,5 +628,5 @@ describe("errors and lifetimes", () => {
       await sleep(20);
     }
     assert.equal(rtc.monitorDiagnostics(probe).liveDevices, baseline);
-  }, { timeout: 30_000 });
+  }, 30_000);
 });

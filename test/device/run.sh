@@ -2,13 +2,13 @@
 # The whole test suite (and a quick GPU bench) in ONE runtime on the GPU machine (issue 5).
 # Run there from the repo root, after test/device/prepare.sh filled .device/carry here:
 #
-#   run tool: carry [".device/carry/RUNTIME", ".device/carry/embree4", ".device/carry/bench"],
+#   run tool: carry [".device/carry/RUNTIME", ".device/carry/vitest", ".device/carry/embree4", ".device/carry/bench"],
 #             command "bash test/device/run.sh RUNTIME", timeout_s 540      (RUNTIME: bun, deno, node)
 #
 # 1. unpacks the carried runtime under /tmp/memlife-device and links it where test/all.ts and
 #    bench/main.ts look (node_modules/.bin/bun, node_modules/@deno/linux-x64-glibc/deno,
-#    node_modules/.bin/node; koffi is unpacked into node_modules). A runtime already in
-#    node_modules is used as it is.
+#    node_modules/.bin/node; koffi and vitest with its dependencies are unpacked into
+#    node_modules). A runtime or vitest already in node_modules is used as it is.
 # 2. Embree 4 (Debian 13's libembree4-4 + TBB 2022): EMBREE_LIBRARY and LD_LIBRARY_PATH point at
 #    the carried copy (where glibc < 2.38 it cannot load: then the system's Embree is used, said so).
 # 3. an ICD vendors folder with NVIDIA's libnvidia-opencl.so.1 (when found) and the system's .icd
@@ -19,7 +19,8 @@
 #      bench   bench/main.ts --quick --filter=buffer on NVIDIA (create+release, destructor
 #              callbacks; C baseline = .device/carry/bench/baseline where there is no cc)
 #      bench-pocl  the same on PoCL (not in the default set; for trying the bench pass elsewhere)
-#    test/all.ts is run by the carried runtime itself (no Node needed on the machine).
+#    test/all.ts is run by the carried runtime itself (no Node needed on the machine), and runs
+#    vitest (node_modules/vitest/vitest.mjs) with that runtime, one process per spec file.
 # Logs go to $OUT (6 files: env.txt, tests-nvidia.txt, tests-pocl.txt, bench-nvidia.txt,
 # bench-nvidia.json, summary.txt); the summary (counts, failing tests, skips) is printed last.
 # Time: MEMLIFE_DEVICE_BUDGET_S (default 480 s) for everything; MEMLIFE_DEVICE_PASSES picks passes
@@ -74,6 +75,10 @@ fi
 if [ "$rt" = node ] && [ ! -d node_modules/koffi ]; then
   [ -f "$carry/node/koffi.tar.xz" ] || { note "$carry/node/koffi.tar.xz missing"; exit 2; }
   untar_xz "$carry/node/koffi.tar.xz" node_modules && note "koffi: unpacked into node_modules"
+fi
+if [ ! -f node_modules/vitest/vitest.mjs ]; then
+  [ -f "$carry/vitest/vitest.tar.xz" ] || { note "$carry/vitest/vitest.tar.xz missing: carry .device/carry/vitest (test/device/prepare.sh vitest)"; exit 2; }
+  untar_xz "$carry/vitest/vitest.tar.xz" node_modules && note "vitest: unpacked into node_modules ($(grep -m1 '"version"' node_modules/vitest/package.json | tr -d ' ,'))"
 fi
 case $rt in
 bun) run_rt=("$link") ;;

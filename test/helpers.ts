@@ -1,79 +1,39 @@
 /**
- * The test API of every spec file, the same on Bun, Deno and Node. No framework: vitest's
- * optional native dependencies break `npm ci` here, and Bun's and Deno's own runners differ.
- * `test/run.ts` runs one spec file in the current runtime; `test/all.ts` runs every spec file
- * on every runtime, each in its own process.
+ * Helpers of the spec files that are about memlife, not about running tests (vitest does that):
+ * the runtime in use, a forced full GC, a child script with its exit code, waiting with a limit,
+ * and `skip(reason)` from anywhere inside a running test.
  *
- *   import { test, describe, skip, assert, gc, runtime } from "./harness.ts";
- *   describe("buffers", () => {
- *     test("destructor callbacks run in LIFO order", async () => { ... }, { timeout: 5000 });
- *   });
+ *   import { describe, test } from "vitest";
+ *   import { assert, gc, runScript, runtime, skip } from "./helpers.ts";
  *
- * Only `node:` modules are used: all three runtimes provide them, and no JSR is reachable.
+ * Only `node:` modules and vitest are used: all three runtimes provide them.
  */
 import { spawn } from "node:child_process";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
+import { TestRunner } from "vitest";
 
 /** `node:assert/strict`: `assert.equal`, `assert.deepEqual`, `assert.rejects`, ... */
 export { default as assert } from "node:assert/strict";
 
 export type Runtime = "bun" | "deno" | "node";
-export type TestFn = () => unknown;
-export interface TestOptions {
-  /** Milliseconds before the test fails as timed out; the run goes on. Default 10 000. */
-  timeout?: number;
-}
 
 const g = globalThis as { Bun?: { gc(full: boolean): void }; Deno?: unknown; gc?: () => void };
 
 /** The runtime this process runs on. Bun and Deno also define `process`, so test them first. */
 export const runtime: Runtime = g.Bun !== undefined ? "bun" : g.Deno !== undefined ? "deno" : "node";
 
-/** Thrown by `skip()`; test/run.ts reports it as a skip, never as a pass. */
-export class SkipSignal extends Error {
-  override name = "SkipSignal";
-}
-
-/** What spec files registered; read by test/run.ts only. */
-export const registry = {
-  tests: [] as { name: string; fn: TestFn; timeout: number }[],
-  before: [] as TestFn[],
-  after: [] as TestFn[],
-  /** Set by `skip()` during the current test: a test that catches the SkipSignal still skips. */
-  skipReason: undefined as string | undefined,
-};
-const groups: string[] = [];
-
-/** Registers a test. Tests of a file run one at a time, in registration order. */
-export function test(name: string, fn: TestFn, options: TestOptions = {}): void {
-  registry.tests.push({ name: [...groups, name].join(" > "), fn, timeout: options.timeout ?? 10_000 });
-}
-
-/** Groups tests: their names get the prefix "name > ". `fn` runs at once and must register synchronously. */
-export function describe(name: string, fn: () => void): void {
-  groups.push(name);
-  try {
-    fn();
-  } finally {
-    groups.pop();
-  }
-}
-
-/** Marks the running test skipped, with the reason printed (e.g. a device without fine-grain SVM). */
+/**
+ * Marks the running test skipped with `reason`, shown by every reporter and by test/all.ts's
+ * summary: the test context's `skip(note)`, reached without taking the context as a parameter.
+ * A test that catches the error it throws still counts as skipped, with its reason.
+ */
 export function skip(reason: string): never {
-  registry.skipReason = reason;
-  throw new SkipSignal(reason);
-}
-
-/** Runs once before the first test of the file; if it fails, every test of the file fails. */
-export function before(fn: TestFn): void {
-  registry.before.push(fn);
-}
-
-/** Runs once after the last test of the file, even when tests failed. */
-export function after(fn: TestFn): void {
-  registry.after.push(fn);
+  const current = TestRunner.getCurrentTest();
+  if (!current) throw new Error(`skip("${reason}") called outside a running test`);
+  // vitest keeps the note only when its error reaches the runner; set it for a test that catches it.
+  if (current.result) (current.result as { note?: string }).note = reason;
+  return current.context.skip(reason);
 }
 
 /**
@@ -84,9 +44,7 @@ export function gc(): void {
   if (g.Bun) return g.Bun.gc(true);
   // V8's gc() without arguments is a full (major) collection, run synchronously.
   if (typeof g.gc === "function") return g.gc();
-  throw new Error(
-    "gc() needs the runtime started with --expose-gc (node) or --v8-flags=--expose-gc (deno); test/all.ts does that",
-  );
+  throw new Error("gc() needs --expose-gc: vitest.config.ts gives it to the forks pool's processes (execArgv)");
 }
 
 export function sleep(ms: number): Promise<void> {
@@ -112,7 +70,7 @@ export interface ScriptResult {
   timedOut: boolean;
 }
 
-/** How each runtime runs a script, with the same flags test/all.ts gives the spec process. */
+/** How each runtime runs a script: with gc exposed, as test/all.ts runs vitest. */
 const scriptArgs: Record<Runtime, string[]> = {
   bun: [],
   deno: ["run", "-A", "--v8-flags=--expose-gc"],
