@@ -1,21 +1,17 @@
 /**
- * Picks the FFI backend of the runtime we run on. The import is dynamic so that Node never sees
- * `bun:ffi`, Bun never loads koffi, and Deno loads neither.
+ * The FFI backend of the runtime we run on, chosen by the package's `#ffi` import and its export
+ * conditions ("bun", "deno", else Node's koffi), so that Node never sees `bun:ffi`, Bun never loads
+ * koffi, Deno loads neither, and no module needs a top-level await (which would stop Node's
+ * require() of the package). package.json maps `#ffi` to ffi/*.ts for the sources; the packed
+ * dist/package.json maps it to the emitted ffi/*.js; deno.json maps it to ffi/deno.ts for JSR.
  */
+import { backend as selected } from "#ffi";
 import type { Backend } from "../ffi/types.ts";
 
-const g = globalThis as { Bun?: unknown; Deno?: unknown };
-
 /** "bun", "deno" or "node": the runtime memlife loaded its backend for. */
-export const runtime: Backend["runtime"] = g.Bun !== undefined ? "bun" : g.Deno !== undefined ? "deno" : "node";
+export const runtime: Backend["runtime"] = selected.runtime;
 
-async function load(): Promise<Backend> {
-  if (runtime === "bun") return (await import("../ffi/bun.ts")).backend;
-  if (runtime === "deno") return (await import("../ffi/deno.ts")).backend;
-  return (await import("../ffi/node.ts")).backend;
-}
-
-export const backend: Backend = await load();
+export const backend: Backend = selected;
 
 /** Environment variables without touching a runtime API (`process` exists on all three). */
 export function envVar(name: string): string | undefined {
