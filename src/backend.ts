@@ -13,8 +13,12 @@ export const runtime: Backend["runtime"] = selected.runtime;
 
 export const backend: Backend = selected;
 
-/** Environment variables without touching a runtime API (`process` exists on all three). */
+/**
+ * Environment variables without touching a runtime API (`process` exists on all three). Every
+ * native call of memlife is preceded by one, so the permission check (Deno) comes first.
+ */
 export function envVar(name: string): string | undefined {
+  backend.requirePermissions?.(name);
   const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
   const value = env?.[name];
   return value === "" ? undefined : value;

@@ -29,6 +29,16 @@ function pick<T extends { name: string }>(items: T[], selector: string, what: st
  */
 export function defaultDevice(): Device {
   const platforms = getPlatforms();
+  if (platforms.length === 0) {
+    // The ICD loader is there but found no driver: clGetPlatformIDs reported none (-1001).
+    throw new OpenCLError(
+      "clGetPlatformIDs",
+      -1001,
+      "no OpenCL platform: the ICD loader found no driver in /etc/OpenCL/vendors (or in $OCL_ICD_VENDORS, or " +
+        "$OCL_ICD_FILENAMES when set). Install one: Debian/Ubuntu `apt-get install pocl-opencl-icd` (PoCL, the CPU), " +
+        "`intel-opencl-icd`, `mesa-opencl-icd`, or your GPU vendor's driver (NVIDIA's ships its own ICD file)",
+    );
+  }
   const platformSelector = envVar("MEMLIFE_OPENCL_PLATFORM");
   const deviceSelector = envVar("MEMLIFE_OPENCL_DEVICE");
   const candidates = platformSelector !== undefined ? [pick(platforms, platformSelector, "platform")] : platforms;
