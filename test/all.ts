@@ -118,7 +118,7 @@ function tally(run: FileRun): Counts & { note?: string } {
   const c: Counts = { passed: 0, failed: 0, skipped: 0 };
   const finished = new Set<number>();
   for (const l of lines) {
-    const m = /^(ok  |FAIL|skip) (\d+)\/\d+ /.exec(l);
+    const m = /^(ok {2}|FAIL|skip) (\d+)\/\d+ /.exec(l);
     if (!m) continue;
     finished.add(Number(m[2]));
     c[m[1] === "FAIL" ? "failed" : m[1] === "skip" ? "skipped" : "passed"]++;

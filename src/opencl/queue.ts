@@ -5,7 +5,7 @@ import { OpenCLError, ReleasedError } from "../errors.ts";
 import { QueueInfo } from "./constants.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
-import { Event, eventFrom, waitList } from "./event.ts";
+import { type Event, eventFrom, waitList } from "./event.ts";
 import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline } from "./svm.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";

@@ -6,6 +6,7 @@
 # the real OpenCL and Embree, require()s it from CommonJS on both Nodes, and type-checks a file
 # that uses the whole public API under strict compiler settings. Prints one line per check and a
 # summary per runtime; exits 1 if any check failed.
+# Last, `deno publish --dry-run` checks the JSR package (JSR itself cannot be reached from CI).
 #   bash test/consumer/run.sh [--keep]     (--keep leaves the temporary folder for inspection)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -123,8 +124,20 @@ EOF
     "$node24" "$tsc" "tsconfig.$resolution.json"
 done
 
+# --- JSR: what `deno publish` would upload (JSR itself is not reached) -----------------------------
+if (timeout 120 "$deno" publish --dry-run --allow-dirty) >"$tmp/jsr.txt" 2>&1 \
+  && ! grep -qi "warning" "$tmp/jsr.txt"; then
+  passed[jsr]=1
+  echo "ok    jsr      deno publish --dry-run: $(grep -c 'file:///' "$tmp/jsr.txt") files, no warning"
+else
+  failed[jsr]=1
+  fails=$((fails + 1))
+  echo "FAIL  jsr      deno publish --dry-run"
+  sed 's/^/        /' "$tmp/jsr.txt" | tail -n 30
+fi
+
 echo "consumer: results"
-for group in tarball node24 node22 bun deno typescript; do
+for group in tarball node24 node22 bun deno typescript jsr; do
   [ -n "${passed[$group]:-}${failed[$group]:-}" ] || continue
   printf '  %-10s %s passed, %s failed\n' "$group" "${passed[$group]:-0}" "${failed[$group]:-0}"
 done
