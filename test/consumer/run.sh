@@ -73,11 +73,11 @@ echo '{ "nodeModulesDir": "manual" }' >"$tmp/app/deno.json"
 node22=$tmp/node22/node_modules/.bin/node
 
 cat >"$tmp/app/require.cjs" <<'EOF'
-// CommonJS: require() of the ESM package (Node 22.12+ loads ESM without top-level await).
+// CommonJS: require() of the ESM package (Node 22.12+, Bun and Deno load ESM without top-level await).
 const { cl, rtc, runtime } = require("memlife");
 const devices = cl.getPlatforms().flatMap((p) => p.getDevices());
 const device = rtc.newDevice();
-console.log(`require("memlife") on ${runtime} ${process.version}: ${devices.length} OpenCL device(s), Embree ${device.version.string}`);
+console.log(`require("memlife") on ${runtime}: ${devices.length} OpenCL device(s), Embree ${device.version.string}`);
 device.release();
 EOF
 cat >"$tmp/app/npm-specifier.ts" <<'EOF'
@@ -96,10 +96,8 @@ for runner in node24 node22 bun deno; do
   version=$("${cmd[0]}" --version | head -n 1)
   echo "consumer: $runner ($version)"
   for example in "${examples[@]}"; do check "$runner" "$example" "${cmd[@]}" "$example"; done
-  case $runner in
-    node24 | node22) check "$runner" "require()" "${cmd[@]}" require.cjs ;;
-    deno) check "$runner" "npm:memlife" "${cmd[@]}" npm-specifier.ts ;;
-  esac
+  check "$runner" "require()" "${cmd[@]}" require.cjs
+  [ $runner = deno ] && check "$runner" "npm:memlife" "${cmd[@]}" npm-specifier.ts
 done
 
 # --- TypeScript users ----------------------------------------------------------------------------
