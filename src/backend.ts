@@ -8,7 +8,12 @@
 import { backend as selected } from "#ffi";
 import type { Backend } from "../ffi/types.ts";
 
-/** "bun", "deno" or "node": the runtime memlife loaded its backend for. */
+/**
+ * "bun", "deno" or "node": the runtime memlife loaded its backend for.
+ * @example
+ * import { runtime } from "memlife";
+ * console.log(runtime); // "node" under Node: koffi drives the native calls
+ */
 export const runtime: Backend["runtime"] = selected.runtime;
 
 export const backend: Backend = selected;

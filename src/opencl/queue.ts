@@ -44,6 +44,9 @@ function checkRange(buffer: Buffer, offset: number, size: number): void {
  * An in-order command queue. Waiting (`finish`, `event.wait`, `readBuffer`) happens off the JS
  * thread, which stays free to run callbacks.
  * @example
+ * import { cl } from "memlife";
+ * using ctx = cl.createContext();
+ * using buf = ctx.createBuffer(12);
  * using queue = ctx.createCommandQueue();
  * await queue.writeBuffer(buf, new Float32Array([1, 2, 3]));
  * const back = await queue.readBuffer(buf, new Float32Array(3));
