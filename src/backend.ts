@@ -8,6 +8,17 @@
 import { backend as selected } from "#ffi";
 import type { Backend } from "../ffi/types.ts";
 
+const g = globalThis as { Bun?: unknown; Deno?: unknown };
+const host: Backend["runtime"] = g.Bun !== undefined ? "bun" : g.Deno !== undefined ? "deno" : "node";
+if (selected.runtime !== host) {
+  // A bundler or test runner (Vite, esbuild...) resolves `#ffi` with its own list of conditions.
+  throw new Error(
+    `memlife: the ${selected.runtime} backend was loaded under ${host}: whatever resolved the package's "#ffi" ` +
+      `import did not use the "${host}" export condition; add it to the resolver's conditions (e.g. Vite's ` +
+      "resolve.conditions, esbuild's --conditions)",
+  );
+}
+
 /**
  * "bun", "deno" or "node": the runtime memlife loaded its backend for.
  * @example
