@@ -3,8 +3,14 @@
 import { defineConfig } from "vitest/config";
 
 const onBun = (globalThis as { Bun?: unknown }).Bun !== undefined;
+const onDeno = (globalThis as { Deno?: unknown }).Deno !== undefined;
+// package.json's "#ffi" import picks the backend by export condition; Vite resolves it with its own
+// list, which names no runtime: add the one we run on (src/backend.ts refuses a mismatch).
+const conditions = [onBun ? "bun" : onDeno ? "deno" : "node", "import", "module", "default"];
 
 export default defineConfig({
+  resolve: { conditions },
+  ssr: { resolve: { conditions, externalConditions: conditions } },
   test: {
     // test/all.ts sets MEMLIFE_TEST_FIXTURES to run the spec files that fail on purpose (the
     // meta-test in test/suite.spec.ts); they are never part of the suite.

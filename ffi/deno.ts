@@ -81,6 +81,10 @@ interface DenoFfi {
   };
   readonly exitCode: number;
   readonly build: { readonly os: string };
+  permissions: {
+    querySync(descriptor: { name: "ffi" } | { name: "env"; variable: string }): { readonly state: string };
+  };
+  errors: { NotCapable: new (message: string) => Error };
 }
 
 const Deno = (globalThis as unknown as { Deno: DenoFfi }).Deno;
@@ -396,8 +400,41 @@ function readCString(pointer: Pointer): string {
   return Deno.UnsafePointerView.getCString(pointer as unknown as DenoPointer);
 }
 
+// --- permissions ---------------------------------------------------------------------------------
+
+/** Environment variables Deno has let us read; once --allow-ffi is there too, nothing to ask again. */
+const readable = new Set<string>();
+
+/**
+ * Without --allow-ffi, dlopen fails with a message that memlife would report as a library that is
+ * not installed; without --allow-env, reading OPENCL_LIBRARY throws (or prompts) before that. So
+ * ask Deno first, without prompting, and name every missing flag in one error.
+ */
+function requirePermissions(envVar: string): void {
+  if (readable.has(envVar)) return;
+  const missing: string[] = [];
+  if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") missing.push("--allow-ffi");
+  if (Deno.permissions.querySync({ name: "env", variable: envVar }).state !== "granted") missing.push("--allow-env");
+  if (missing.length === 0) {
+    readable.add(envVar);
+    return;
+  }
+  const why = [
+    missing.includes("--allow-ffi") ? "--allow-ffi to open OpenCL and Embree" : "",
+    missing.includes("--allow-env") ? `--allow-env to read ${envVar} and memlife's other variables` : "",
+  ].filter(Boolean).join(", and ");
+  const narrower = missing.includes("--allow-env")
+    ? " (--allow-env=OPENCL_LIBRARY,EMBREE_LIBRARY,MEMLIFE_OPENCL_PLATFORM,MEMLIFE_OPENCL_DEVICE is enough)"
+    : "";
+  throw new Deno.errors.NotCapable(
+    `memlife needs Deno's ${missing.join(" and ")} permission${missing.length > 1 ? "s" : ""} (${why}): ` +
+      `run \`deno run ${missing.join(" ")} main.ts\`${narrower}`,
+  );
+}
+
 export const backend: Backend = {
   runtime: "deno",
+  requirePermissions,
   open,
   callback,
   pointerOf,

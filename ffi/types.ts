@@ -126,4 +126,10 @@ export interface Backend {
   memoryLedger?(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger;
   /** How many `async` calls are running now (the exit path of some runtimes depends on it). */
   readonly asyncInFlight: number;
+  /**
+   * Called before memlife reads the environment variable `envVar` on its way to a native call:
+   * throws one error naming every runtime permission it lacks (Deno: `--allow-ffi`, `--allow-env`).
+   * Absent where the runtime has no permissions.
+   */
+  requirePermissions?(envVar: string): void;
 }

@@ -77,6 +77,7 @@ let errorHandler: CallbackErrorHandler | null = null;
  * Node's `uncaughtException`, Deno's and Bun's `error` event). The promise tied to the callback
  * (`buf.destroyed`, `event.wait()`) rejects with it as well. Pass `null` to restore the default.
  * @example
+ * import { onCallbackError } from "memlife";
  * onCallbackError((error, source) => log.warn(`${source} callback failed`, error));
  */
 export function onCallbackError(handler: CallbackErrorHandler | null): void {

@@ -34,6 +34,7 @@ export function openclCodeName(code: number): string {
 /**
  * A native OpenCL call failed.
  * @example
+ * import { OpenCLError } from "memlife";
  * try { ctx.createBuffer(0) } catch (e) { if (e instanceof OpenCLError) console.log(e.fn, e.codeName) }
  */
 export class OpenCLError extends Error {
@@ -68,6 +69,7 @@ export function embreeCodeName(code: number): string {
 /**
  * A native Embree call failed (reported through the device's error function).
  * @example
+ * import { EmbreeError } from "memlife";
  * try { await scene.commit() } catch (e) { if (e instanceof EmbreeError && e.codeName === "RTC_ERROR_OUT_OF_MEMORY") shrink() }
  */
 export class EmbreeError extends Error {
@@ -90,6 +92,8 @@ export class EmbreeError extends Error {
 /**
  * A native library could not be loaded. `tried` lists every path attempted, in order.
  * @example
+ * import { cl, LibraryLoadError } from "memlife";
+ * try { cl.getPlatforms() } catch (e) { if (e instanceof LibraryLoadError) console.error(e.message, e.tried) }
  * // LibraryLoadError: could not load OpenCL. Tried: $OPENCL_LIBRARY (unset), libOpenCL.so.1, libOpenCL.so.
  * // Install it: Debian/Ubuntu `apt-get install ocl-icd-libopencl1 pocl-opencl-icd` ...
  */
@@ -104,7 +108,13 @@ export class LibraryLoadError extends Error {
   }
 }
 
-/** A memlife object was used after `release()` (or after its native side was freed). */
+/**
+ * A memlife object was used after `release()` (or after its native side was freed).
+ * @example
+ * import { ReleasedError } from "memlife";
+ * buf.release();
+ * try { buf.size; buf.retain() } catch (e) { console.log(e instanceof ReleasedError) } // true
+ */
 export class ReleasedError extends Error {
   constructor(what: string) {
     super(`${what} has been released`);

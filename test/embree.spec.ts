@@ -407,7 +407,10 @@ describe("monitor failures and replacement", () => {
       seen++;
     };
     let on = false;
-    const timer = setInterval(() => device.setMemoryMonitorFunction((on = !on) ? monitor : null), 0);
+    const timer = setInterval(() => {
+      on = !on;
+      device.setMemoryMonitorFunction(on ? monitor : null);
+    }, 0);
     try {
       for (let i = 0; i < 4; i++) {
         const scene = device.newScene();
@@ -492,7 +495,7 @@ describe("device.memory and setMemoryBudget", () => {
     assert.equal(scene.addTriangleMesh(vertices, indices), 0);
   });
 
-  test("budget and monitor agree: the monitor's refusal counts in denied too", async () => {
+  test("budget and monitor agree: the monitor's refusal counts in denied too", () => {
     using device = rtc.newDevice();
     using scene = device.newScene();
     device.setMemoryMonitorFunction((bytes, post) => !(bytes > 0 && !post));

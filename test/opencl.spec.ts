@@ -302,7 +302,7 @@ describe("clEnqueueSVMFree", () => {
     assert.ok(seen, "onFree ran before wait() settled");
     assert.equal(seen.queue, queue);
     assert.deepEqual(seen.allocs, allocs);
-    assert.deepEqual(seen.allocs.map((a, i) => addresses[i]), addresses);
+    assert.deepEqual(seen.allocs.map((_a, i) => addresses[i]), addresses);
     assert.throws(() => allocs[0].address, ReleasedError);
     await withTimeout(innerFree!.wait(), 10_000, "inner free");
     innerFree!.release();

@@ -25,6 +25,7 @@ export interface DeviceOptions {
  * and then stays for the device's life. A device outlives its scenes: releasing it leaves them
  * usable, and the monitor keeps seeing their memory until they are released too.
  * @example
+ * import { rtc } from "memlife";
  * using device = rtc.newDevice("threads=0", { accounting: true });
  * device.setMemoryBudget(64 << 20);
  * using scene = device.newScene();

@@ -24,6 +24,10 @@ export type { MemoryMonitor, MemoryStats } from "./state.ts";
  * `{ accounting: true }` counts `device.memory` from the start; otherwise accounting starts with
  * the first monitor or budget, and a device with neither commits at the raw FFI's speed.
  * Throws EmbreeError when Embree refuses the configuration, LibraryLoadError when there is no Embree.
+ * @example
+ * import { rtc } from "memlife";
+ * using device = rtc.newDevice("threads=0", { accounting: true });
+ * console.log(device.version.string, device.memory.bytes);
  */
 export function newDevice(config?: string, options?: DeviceOptions): Device {
   const device = new Device(config, options);
@@ -34,10 +38,18 @@ export function newDevice(config?: string, options?: DeviceOptions): Device {
 /**
  * The Embree that is loaded, `{ major, minor, patch, string, path }` (e.g. "3.13.5" from
  * libembree3.so.3), or null until the first device was made. `load()` makes it known at once.
+ * @example
+ * import { rtc } from "memlife";
+ * console.log(rtc.version ?? "no device yet");
  */
 export let version: Version | null = null;
 
-/** Loads Embree (if needed) and returns its version; a throwaway device reads it the first time. */
+/**
+ * Loads Embree (if needed) and returns its version; a throwaway device reads it the first time.
+ * @example
+ * import { rtc } from "memlife";
+ * console.log(rtc.load().string); // "3.13.5", or a LibraryLoadError naming what to install
+ */
 export function load(): Version {
   if (version === null) newDevice().release();
   return version!;
@@ -50,6 +62,10 @@ export function load(): Version {
  * settled by the backend's native ledger, Bun's, while no JS monitor is set; 0 on Deno and Node),
  * and how many device states memlife still keeps (a device's state stays while any of its scenes
  * is alive natively).
+ * @example
+ * import { rtc } from "memlife";
+ * await scene.commit();
+ * console.log(rtc.monitorDiagnostics(device)); // { direct: 2, relayed: 20, native: 0, liveDevices: 1 }
  */
 export function monitorDiagnostics(device: Device): { direct: number; relayed: number; native: number; liveDevices: number } {
   const state = device.state;

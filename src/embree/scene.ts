@@ -86,6 +86,8 @@ function optionalNumber(value: number | undefined, fallback: number, what: strin
  * A scene (rtcNewScene). Geometry is copied into buffers Embree allocates (rtcSetNewGeometryBuffer),
  * so the monitor sees that memory too and the JS arrays are free to reuse at once.
  * @example
+ * import { rtc } from "memlife";
+ * using device = rtc.newDevice();
  * using scene = device.newScene();
  * scene.addTriangleMesh(new Float32Array([0,0,0, 1,0,0, 0,1,0]), new Uint32Array([0, 1, 2]));
  * await scene.commit();

@@ -160,6 +160,8 @@ export function bufferArguments(
  * is done with it too (e.g. after queued commands that use it), which `destroyed` and the
  * destructor callbacks tell you.
  * @example
+ * import { cl } from "memlife";
+ * using ctx = cl.createContext();
  * const host = new Float32Array(1024);
  * const buf = ctx.createBuffer(host, { hostPtr: "use" });
  * buf.setDestructorCallback(() => console.log("host memory free to reuse"));

@@ -26,9 +26,23 @@ function pick<T extends { name: string }>(items: T[], selector: string, what: st
  * The device `createContext()` uses when given none: `MEMLIFE_OPENCL_PLATFORM` and
  * `MEMLIFE_OPENCL_DEVICE` (an index or a case-insensitive name substring) when set, else the
  * first device of the first platform that has one.
+ * @example
+ * import { cl } from "memlife";
+ * // MEMLIFE_OPENCL_PLATFORM=nvidia node main.js
+ * console.log(cl.defaultDevice().name);
  */
 export function defaultDevice(): Device {
   const platforms = getPlatforms();
+  if (platforms.length === 0) {
+    // The ICD loader is there but found no driver: clGetPlatformIDs reported none (-1001).
+    throw new OpenCLError(
+      "clGetPlatformIDs",
+      -1001,
+      "no OpenCL platform: the ICD loader found no driver in /etc/OpenCL/vendors (or in $OCL_ICD_VENDORS, or " +
+        "$OCL_ICD_FILENAMES when set). Install one: Debian/Ubuntu `apt-get install pocl-opencl-icd` (PoCL, the CPU), " +
+        "`intel-opencl-icd`, `mesa-opencl-icd`, or your GPU vendor's driver (NVIDIA's ships its own ICD file)",
+    );
+  }
   const platformSelector = envVar("MEMLIFE_OPENCL_PLATFORM");
   const deviceSelector = envVar("MEMLIFE_OPENCL_DEVICE");
   const candidates = platformSelector !== undefined ? [pick(platforms, platformSelector, "platform")] : platforms;
@@ -43,6 +57,7 @@ export function defaultDevice(): Device {
  * An OpenCL context. Its native release waits until everything made from it is released, and
  * runs off the JS thread.
  * @example
+ * import { cl } from "memlife";
  * using ctx = cl.createContext();
  * const buf = ctx.createBuffer(4096);
  */
@@ -194,7 +209,9 @@ export class Context {
 
 /**
  * A context on `devices` (default: see `defaultDevice`).
- * @example using ctx = cl.createContext(cl.getPlatforms()[0].getDevices(cl.DeviceType.GPU));
+ * @example
+ * import { cl } from "memlife";
+ * using ctx = cl.createContext(cl.getPlatforms()[0].getDevices(cl.DeviceType.GPU));
  */
 export function createContext(devices?: Device[]): Context {
   return new Context(devices);

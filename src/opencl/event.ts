@@ -24,6 +24,10 @@ let completionTrampoline: ReturnType<typeof backend.callback> | undefined;
 /**
  * A cl_event. `wait()` never blocks the JS thread: clWaitForEvents runs on a backend thread.
  * @example
+ * import { cl } from "memlife";
+ * using ctx = cl.createContext();
+ * using queue = ctx.createCommandQueue();
+ * const allocs = [ctx.svmAlloc(1024), ctx.svmAlloc(1024)];
  * const event = queue.enqueueSVMFree(allocs, { onFree: () => console.log("freed") });
  * await event.wait(); // the command completed and onFree ran
  */
@@ -132,7 +136,15 @@ export class Event {
   }
 }
 
-/** An event whose status the program sets (clCreateUserEvent), to hold commands back. */
+/**
+ * An event whose status the program sets (clCreateUserEvent), to hold commands back.
+ * @example
+ * import { cl } from "memlife";
+ * const gate = ctx.createUserEvent();
+ * const write = queue.enqueueWriteBuffer(buf, data, { waitFor: [gate] }); // held until the gate opens
+ * gate.setStatus(cl.ExecutionStatus.COMPLETE);
+ * await write.wait();
+ */
 export class UserEvent extends Event {
   /** @internal use `ctx.createUserEvent()`. */
   constructor(context: Context) {

@@ -18,7 +18,13 @@ let library: NativeLibrary<typeof openclSymbols> | undefined;
  */
 export let symbols: OpenCLSymbols;
 
-/** The loaded library; the first call opens it ($OPENCL_LIBRARY, then the usual names). */
+/**
+ * The loaded library; the first call opens it ($OPENCL_LIBRARY, then the usual names). Public as
+ * `cl.library()`: raw bindings that bypass every check.
+ * @example
+ * import { cl } from "memlife";
+ * console.log(cl.library().path); // "libOpenCL.so.1"
+ */
 export function opencl(): NativeLibrary<typeof openclSymbols> {
   if (library === undefined) {
     library = load();

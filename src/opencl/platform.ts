@@ -18,7 +18,13 @@ export interface SVMCapabilities {
   readonly atomics: boolean;
 }
 
-/** An OpenCL platform (one driver, e.g. PoCL or NVIDIA CUDA). */
+/**
+ * An OpenCL platform (one driver, e.g. PoCL or NVIDIA CUDA).
+ * @example
+ * import { cl } from "memlife";
+ * const [platform] = cl.getPlatforms();
+ * console.log(platform?.name, platform?.version, platform?.getDevices(cl.DeviceType.GPU).length);
+ */
 export class Platform {
   readonly #handle: Pointer;
   /** CL_PLATFORM_NAME, e.g. "Portable Computing Language". */
@@ -70,7 +76,13 @@ export class Platform {
   }
 }
 
-/** An OpenCL device with the properties memlife's users ask about most. */
+/**
+ * An OpenCL device with the properties memlife's users ask about most.
+ * @example
+ * import { cl } from "memlife";
+ * const device = cl.defaultDevice();
+ * console.log(device.name, device.type, device.globalMemSize, device.svm.fineGrainBuffer);
+ */
 export class Device {
   readonly #handle: Pointer;
   readonly platform: Platform;
@@ -130,7 +142,9 @@ let platforms: Platform[] | undefined;
 
 /**
  * Every OpenCL platform the ICD loader finds (none is an empty list, not an error).
- * @example for (const p of cl.getPlatforms()) console.log(p.name, p.getDevices().map((d) => d.name));
+ * @example
+ * import { cl } from "memlife";
+ * for (const p of cl.getPlatforms()) console.log(p.name, p.getDevices().map((d) => d.name));
  */
 export function getPlatforms(): Platform[] {
   if (platforms === undefined) {

@@ -5,7 +5,7 @@ import { OpenCLError, ReleasedError } from "../errors.ts";
 import { QueueInfo } from "./constants.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
-import { Event, eventFrom, waitList } from "./event.ts";
+import { type Event, eventFrom, waitList } from "./event.ts";
 import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline } from "./svm.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
@@ -44,6 +44,9 @@ function checkRange(buffer: Buffer, offset: number, size: number): void {
  * An in-order command queue. Waiting (`finish`, `event.wait`, `readBuffer`) happens off the JS
  * thread, which stays free to run callbacks.
  * @example
+ * import { cl } from "memlife";
+ * using ctx = cl.createContext();
+ * using buf = ctx.createBuffer(12);
  * using queue = ctx.createCommandQueue();
  * await queue.writeBuffer(buf, new Float32Array([1, 2, 3]));
  * const back = await queue.readBuffer(buf, new Float32Array(3));

@@ -65,6 +65,9 @@ function checkDevices(context: Context, size: number, fineGrain: boolean, atomic
  * One clSVMAlloc allocation. Free it with `release()` (clSVMFree, at once) or in queue order with
  * `queue.enqueueSVMFree([alloc])`; after either, using it throws ReleasedError.
  * @example
+ * import { cl } from "memlife";
+ * using ctx = cl.createContext();
+ * using queue = ctx.createCommandQueue();
  * const a = ctx.svmAlloc(1024, { fineGrain: true });
  * new Uint8Array(a.arrayBuffer).fill(7);
  * await queue.enqueueSVMFree([a]).wait();

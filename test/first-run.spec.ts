@@ -1,0 +1,103 @@
+// First-run errors: what a new user sees when a Deno permission is missing or no OpenCL driver is
+// installed, instead of an error that blames the wrong thing.
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { assert, describe, runScript, runtime, skip, test } from "./harness.ts";
+
+const fixture = fileURLToPath(new URL("./fixtures/first-run.ts", import.meta.url));
+
+interface Attempt {
+  ok?: unknown;
+  name?: string;
+  message?: string;
+  fn?: string;
+  codeName?: string;
+}
+interface Report {
+  platforms: Attempt;
+  context: Attempt;
+  embree: Attempt | null;
+}
+
+/** Runs the fixture on Deno with exactly `flags` (runScript always grants everything). */
+function denoWith(flags: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    // Through sh, with the executable in the environment: Deno's node:child_process rewrites the
+    // arguments of a child that runs Deno's own executable (as if it were node) and grants it -A.
+    execFile("/bin/sh", ["-c", 'exec "$MEMLIFE_DENO" run "$@"', "sh", ...flags, fixture, "--embree"], {
+      timeout: 30_000,
+      env: { ...process.env, DENO_NO_UPDATE_CHECK: "1", MEMLIFE_DENO: process.execPath },
+    }, (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }));
+  });
+}
+
+function lastJson(stdout: string, stderr: string): Report {
+  const line = stdout.trim().split("\n").pop();
+  assert.ok(line, `no output; stderr: ${stderr}`);
+  return JSON.parse(line) as Report;
+}
+
+describe("first-run errors", () => {
+  test("Deno with no permission flag: one error naming --allow-ffi and --allow-env, not a LibraryLoadError", async () => {
+    if (runtime !== "deno") skip("Deno permissions");
+    const { stdout, stderr } = await denoWith([]);
+    const report = lastJson(stdout, stderr);
+    for (const attempt of [report.platforms, report.context, report.embree!]) {
+      assert.equal(attempt.name, "NotCapable", JSON.stringify(attempt));
+      assert.match(attempt.message!, /--allow-ffi/);
+      assert.match(attempt.message!, /--allow-env/);
+      assert.doesNotMatch(attempt.message!, /apt-get|Install/);
+    }
+  });
+
+  test("Deno with --allow-env only: the error names --allow-ffi alone", async () => {
+    if (runtime !== "deno") skip("Deno permissions");
+    const { stdout, stderr } = await denoWith(["--allow-env"]);
+    const report = lastJson(stdout, stderr);
+    for (const attempt of [report.platforms, report.embree!]) {
+      assert.equal(attempt.name, "NotCapable", JSON.stringify(attempt));
+      assert.match(attempt.message!, /--allow-ffi/);
+      assert.doesNotMatch(attempt.message!, /--allow-env/);
+    }
+  });
+
+  test("Deno with --allow-ffi and --allow-env limited to memlife's variables: no permission error", async () => {
+    if (runtime !== "deno") skip("Deno permissions");
+    const names = "OPENCL_LIBRARY,EMBREE_LIBRARY,MEMLIFE_OPENCL_PLATFORM,MEMLIFE_OPENCL_DEVICE";
+    const { stdout, stderr } = await denoWith(["--allow-ffi", `--allow-env=${names}`]);
+    const report = lastJson(stdout, stderr);
+    assert.ok(typeof report.platforms.ok === "number" && report.platforms.ok > 0, JSON.stringify(report));
+    assert.equal(report.context.ok, "made", JSON.stringify(report));
+    assert.equal(report.embree?.ok, "made", JSON.stringify(report));
+  });
+
+  test("no OpenCL platform: getPlatforms() is empty and createContext() says why, naming the ICD variables and drivers", async () => {
+    const result = await runScript(fixture, [], {
+      env: { OCL_ICD_VENDORS: "/nonexistent/memlife-no-vendors", OCL_ICD_FILENAMES: "" },
+    });
+    assert.equal(result.code, 0, result.stderr);
+    const report = lastJson(result.stdout, result.stderr);
+    assert.equal(report.platforms.ok, 0, JSON.stringify(report.platforms));
+    const { context } = report;
+    assert.equal(context.name, "OpenCLError", JSON.stringify(context));
+    assert.notEqual(context.fn, "clGetDeviceIDs", "no clGetDeviceIDs call failed: there was no platform to ask");
+    assert.equal(context.fn, "clGetPlatformIDs");
+    assert.match(context.message!, /no OpenCL platform/);
+    assert.match(context.message!, /OCL_ICD_VENDORS/);
+    assert.match(context.message!, /OCL_ICD_FILENAMES/);
+    assert.match(context.message!, /pocl-opencl-icd/);
+  });
+});
+
+describe("backend selection", () => {
+  test("a resolver that picks another runtime's backend gets an error naming the export condition", async () => {
+    if (runtime !== "node") skip("Node can be told to resolve with another runtime's condition");
+    const { code, stderr } = await new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile(process.execPath, ["--conditions=deno", fixture], { timeout: 30_000 }, (error, _stdout, stderr) =>
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }));
+    });
+    assert.notEqual(code, 0);
+    assert.match(stderr, /deno backend was loaded under node/);
+    assert.match(stderr, /"node" export condition/);
+  });
+});
