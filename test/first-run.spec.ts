@@ -2,7 +2,8 @@
 // installed, instead of an error that blames the wrong thing.
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { assert, describe, runScript, runtime, skip, test } from "./harness.ts";
+import { describe, test } from "vitest";
+import { assert, runScript, runtime, skip } from "./helpers.ts";
 
 const fixture = fileURLToPath(new URL("./fixtures/first-run.ts", import.meta.url));
 
