@@ -3,6 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { inRegistry, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
+import { integer, memory, show } from "../check.ts";
 import {
   BUFFER_TYPE_INDEX,
   BUFFER_TYPE_VERTEX,
@@ -128,7 +129,7 @@ export class Scene {
 
   /** Whether a commit has succeeded and no geometry was added since: `intersect1` needs it. */
   get committed(): boolean {
-    return this.#committed && this.#pending === 0;
+    return this.#handle !== null && this.#committed && this.#pending === 0;
   }
 
   #idle(fn: string): Pointer {
@@ -144,8 +145,10 @@ export class Scene {
    */
   addTriangleMesh(vertices: Float32Array, indices: Uint32Array): number {
     const scene = this.#idle("rtcAttachGeometry");
-    if (!(vertices instanceof Float32Array)) throw new TypeError("vertices must be a Float32Array of x, y, z per vertex");
-    if (!(indices instanceof Uint32Array)) throw new TypeError("indices must be a Uint32Array of 3 vertex indices per triangle");
+    if (!(vertices instanceof Float32Array)) throw new TypeError(`vertices must be a Float32Array of x, y, z per vertex, got ${show(vertices)}`);
+    if (!(indices instanceof Uint32Array)) throw new TypeError(`indices must be a Uint32Array of 3 vertex indices per triangle, got ${show(indices)}`);
+    memory(vertices, "vertices", false);
+    memory(indices, "indices", false);
     if (vertices.length === 0 || vertices.length % 3 !== 0) {
       throw new RangeError(`vertices must hold 3 numbers per vertex and at least one vertex, got ${vertices.length} numbers`);
     }
@@ -218,7 +221,8 @@ export class Scene {
     const tnear = optionalNumber(ray.tnear, 0, "tnear");
     const tfar = optionalNumber(ray.tfar, Infinity, "tfar");
     const time = optionalNumber(ray.time, 0, "time");
-    const mask = optionalNumber(ray.mask, 0xffffffff, "mask") >>> 0;
+    // An unsigned int in C: -1 or 2 ** 32 must not wrap into some other mask.
+    const mask = ray.mask === undefined ? 0xffffffff : integer(ray.mask, "unsigned", "ray.mask");
     if (!this.#committed) throw new EmbreeError("rtcIntersect1", RTC_ERROR_INVALID_OPERATION, "scene not committed: await commit() first");
     const { rayhit, rayhitView, context } = scratch();
     const f = (at: number, value: number) => rayhit.setFloat32(at, value, true);
