@@ -88,14 +88,14 @@ export function names<T>(entries: Record<string, T>): Readonly<Record<string, T>
  */
 export function options<K extends string>(value: unknown, keys: Readonly<Record<K, true>>, what: string): Partial<Record<K, unknown>> | undefined {
   if (value === undefined) return undefined;
-  const expected = `{ ${Object.keys(keys).map((k) => `${k}?`).join(", ")} }`;
-  if (typeof value !== "object" || value === null) throw new TypeError(`${what} must be an object ${expected} or undefined, got ${show(value)}`);
+  const expected = () => `{ ${Object.keys(keys).map((k) => `${k}?`).join(", ")} }`;
+  if (typeof value !== "object" || value === null) throw new TypeError(`${what} must be an object ${expected()} or undefined, got ${show(value)}`);
   const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) throw new TypeError(`${what} must be a plain object ${expected}, got ${show(value)}`);
+  if (proto !== Object.prototype && proto !== null) throw new TypeError(`${what} must be a plain object ${expected()}, got ${show(value)}`);
   for (const key in value) {
-    if (!Object.hasOwn(keys, key)) {
-      if (!Object.hasOwn(value, key)) continue;
-      throw new TypeError(`${what} has no option ${JSON.stringify(key)}; the options are ${expected}`);
+    // Enumerable keys inherited from a tampered Object.prototype are not the caller's options.
+    if (!Object.hasOwn(keys, key) && Object.hasOwn(value, key)) {
+      throw new TypeError(`${what} has no option ${JSON.stringify(key)}; the options are ${expected()}`);
     }
   }
   return value as Partial<Record<K, unknown>>;

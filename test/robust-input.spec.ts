@@ -72,11 +72,14 @@ function table(cases: Case[]): void {
 
 function detached(bytes = 64): Uint8Array {
   const view = new Uint8Array(bytes);
-  void (view.buffer as ArrayBuffer).transfer();
+  void transfer(view.buffer);
   return view;
 }
 const resizable = (bytes = 64) => new Uint8Array(new ArrayBuffer(bytes, { maxByteLength: 2 * bytes }));
-const growable = (bytes = 64) => new Uint8Array(new SharedArrayBuffer(bytes, { maxByteLength: 2 * bytes }));
+const growable = (bytes = 64) => new Uint8Array(new Growable(bytes, { maxByteLength: 2 * bytes }));
+/** ES2024 members this project's TypeScript lib does not declare yet. */
+const transfer = (buffer: ArrayBufferLike, length?: number) => (buffer as ArrayBuffer & { transfer(n?: number): ArrayBuffer }).transfer(length);
+const Growable = SharedArrayBuffer as unknown as new (bytes: number, options: { maxByteLength: number }) => SharedArrayBuffer;
 const T = TypeError;
 const R = RangeError;
 /** Names a plain-object table lookup would find: each must name nothing. */
@@ -338,7 +341,7 @@ describe("memory native code keeps must not move, shrink or be detached", () => 
     const host = new Uint8Array(64);
     const use = ctx.createBuffer(host, { hostPtr: "use" });
     const destroyed = use.destroyed;
-    void (host.buffer as ArrayBuffer).transfer();
+    void transfer(host.buffer);
     table([
       ["write", () => queue.enqueueWriteBuffer(use, new Uint8Array(64)), T],
       ["read", () => queue.enqueueReadBuffer(use, new Uint8Array(64)), T],
