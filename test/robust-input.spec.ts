@@ -124,6 +124,7 @@ describe("integers are range-checked for their C type", () => {
       ["alignment NaN", () => ctx.svmAlloc(64, { alignment: NaN }), R],
       ["alignment string", () => ctx.svmAlloc(64, { alignment: "8" as never }), T],
       ["alignment bigint", () => ctx.svmAlloc(64, { alignment: 8n as never }), T],
+      ["alignment null", () => ctx.svmAlloc(64, { alignment: null as never }), T],
     ]);
     const aligned = ctx.svmAlloc(64, { alignment: 64 });
     assert.equal(aligned.address % 64n, 0n);
@@ -139,6 +140,7 @@ describe("integers are range-checked for their C type", () => {
       ["write offset 2 ** 64", () => queue.enqueueWriteBuffer(buf, data, { offset: 2 ** 64 }), R],
       ["write offset string", () => queue.enqueueWriteBuffer(buf, data, { offset: "0" as never }), T],
       ["write offset bigint", () => queue.enqueueWriteBuffer(buf, data, { offset: 0n as never }), T],
+      ["write offset null", () => queue.enqueueWriteBuffer(buf, data, { offset: null as never }), T],
       ["write past the end", () => queue.enqueueWriteBuffer(buf, data, { offset: 4090 }), R],
       ["read offset -1", () => queue.enqueueReadBuffer(buf, data, { offset: -1 }), R],
       ["read offset 2 ** 32 + 1", () => queue.enqueueReadBuffer(buf, data, { offset: 2 ** 32 + 1 }), R],

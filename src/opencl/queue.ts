@@ -44,7 +44,8 @@ const svmFreeKeys = keys("onFree", "waitFor");
 function transfer(buffer: Buffer, view: unknown, options: TransferOptions | undefined, what: string): { offset: number; host: ArrayBufferView; waitFor: unknown } {
   const bag = checkOptions(options, transferKeys, "transfer options");
   const host = memory(view, what, true);
-  const offset = integer(own(bag, "offset") ?? 0, "size_t", "offset");
+  const given = own(bag, "offset");
+  const offset = given === undefined ? 0 : integer(given, "size_t", "offset");
   if (offset + host.byteLength > buffer.size) {
     throw new RangeError(`${host.byteLength} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
   }
@@ -151,7 +152,8 @@ export class CommandQueue {
     if (into === undefined) {
       this.handle();
       this.#checkBuffer(buffer);
-      const offset = integer(own(checkOptions(options, transferKeys, "transfer options"), "offset") ?? 0, "size_t", "offset", 0, buffer.size);
+      const given = own(checkOptions(options, transferKeys, "transfer options"), "offset");
+      const offset = given === undefined ? 0 : integer(given, "size_t", "offset", 0, buffer.size);
       into = new Uint8Array(buffer.size - offset) as unknown as T;
     }
     const event = this.enqueueReadBuffer(buffer, into, options);

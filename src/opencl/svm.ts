@@ -89,7 +89,8 @@ export class SVMAllocation {
       fineGrain = boolean(own(bag, "fineGrain"), "fineGrain", false);
       atomics = boolean(own(bag, "atomics"), "atomics", false);
       // A cl_uint: 2 ** 32 would reach C as 0 (the default alignment), 3 * 2 ** 32 as 0 too.
-      alignment = integer(own(bag, "alignment") ?? 0, "cl_uint", "alignment");
+      const given = own(bag, "alignment");
+      alignment = given === undefined ? 0 : integer(given, "cl_uint", "alignment");
       if (alignment !== 0 && 2 ** Math.round(Math.log2(alignment)) !== alignment) {
         throw new RangeError(`alignment must be 0 or a power of two (a cl_uint), got ${alignment}`);
       }
