@@ -213,6 +213,10 @@ describe("integers are range-checked for their C type", () => {
       ["mask -1", () => scene.intersect1({ ...ray, mask: -1 }), R],
       ["mask 1.5", () => scene.intersect1({ ...ray, mask: 1.5 }), R],
       ["mask string", () => scene.intersect1({ ...ray, mask: "1" as never }), T],
+      ["origin NaN", () => scene.intersect1({ ...ray, origin: [NaN, 0, 0] }), R],
+      ["direction string", () => scene.intersect1({ ...ray, direction: ["0", 0, 1] as never }), T],
+      ["tfar NaN", () => scene.intersect1({ ...ray, tfar: NaN }), R],
+      ["tnear bigint", () => scene.intersect1({ ...ray, tnear: 0n as never }), T],
     ]);
     assert.equal(rtcDevice.memoryBudget, null);
     scene.release();

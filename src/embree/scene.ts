@@ -72,14 +72,16 @@ function vector(value: ArrayLike<number> | undefined, what: string): ArrayLike<n
     throw new TypeError(`ray.${what} must be an array of 3 numbers`);
   }
   for (let i = 0; i < 3; i++) {
-    if (typeof value[i] !== "number" || !Number.isFinite(value[i])) throw new TypeError(`ray.${what}[${i}] must be a finite number`);
+    if (typeof value[i] !== "number") throw new TypeError(`ray.${what}[${i}] must be a number, got ${show(value[i])}`);
+    if (!Number.isFinite(value[i])) throw new RangeError(`ray.${what}[${i}] must be a finite number, got ${show(value[i])}`);
   }
   return value;
 }
 
 function optionalNumber(value: number | undefined, fallback: number, what: string): number {
   if (value === undefined) return fallback;
-  if (typeof value !== "number" || Number.isNaN(value)) throw new TypeError(`ray.${what} must be a number`);
+  if (typeof value !== "number") throw new TypeError(`ray.${what} must be a number, got ${show(value)}`);
+  if (Number.isNaN(value)) throw new RangeError(`ray.${what} must not be NaN`);
   return value;
 }
 
