@@ -5,7 +5,7 @@
  * their children; memory native code keeps that is resizable or detached.
  */
 import { after, assert, describe, runScript, skip, test } from "./harness.ts";
-import { cl, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
+import { cl, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
 import { embree } from "../src/embree/native.ts";
 
@@ -302,6 +302,8 @@ describe("options are own properties of plain objects, booleans are booleans", (
       ["createContext([device, {}])", () => cl.createContext([device, {}] as never), T],
       ["createCommandQueue(5)", () => ctx.createCommandQueue(5 as never), T],
       ["setDestructorCallback(5)", () => buf.setDestructorCallback(5 as never), T],
+      ["onCallbackError(5)", () => onCallbackError(5 as never), T],
+      ["onCallbackError('log')", () => onCallbackError("log" as never), T],
     ]);
   });
 
@@ -320,6 +322,7 @@ describe("options are own properties of plain objects, booleans are booleans", (
       ["index out of range", () => scene.addTriangleMesh(new Float32Array(9), new Uint32Array([0, 1, 3])), R],
       ["detached vertices", () => scene.addTriangleMesh(new Float32Array(detached(36).buffer), new Uint32Array([0, 1, 2])), T],
       ["ray null", () => scene.intersect1(null as never), T],
+      ["monitorDiagnostics({})", () => rtc.monitorDiagnostics({} as never), T],
     ]);
     scene.release();
   });

@@ -52,6 +52,7 @@ export function load(): Version {
  * is alive natively).
  */
 export function monitorDiagnostics(device: Device): { direct: number; relayed: number; native: number; liveDevices: number } {
+  if (!(device instanceof Device)) throw new TypeError("monitorDiagnostics takes an rtc.Device");
   const state = device.state;
   return { direct: state.direct, relayed: state.relayed, native: state.settledNatively, liveDevices: liveStates() };
 }
