@@ -472,8 +472,8 @@ function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, pos
 function pointerOf(view: ArrayBufferView): Pointer {
   // Bun's ptr() of a typed array that has no ArrayBuffer of its own yet points at storage the GC
   // may move; asking for the buffer gives it one.
-  void view.buffer;
-  if (view.byteLength === 0) return null as unknown as Pointer; // ptr() refuses empty views
+  if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError("pointerOf: the view's ArrayBuffer is detached");
+  if (view.byteLength === 0) throw new RangeError("pointerOf: an empty view has no memory to point to");
   return ptr(view as DataView) as unknown as Pointer;
 }
 

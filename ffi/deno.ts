@@ -378,9 +378,10 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
 
 function pointerOf(view: ArrayBufferView): Pointer {
   // Materialising the ArrayBuffer moves an on-heap typed array's bytes off the V8 heap for good.
-  void view.buffer;
+  if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError("pointerOf: the view's ArrayBuffer is detached");
+  if (view.byteLength === 0) throw new RangeError("pointerOf: an empty view has no memory to point to");
   const pointer = Deno.UnsafePointer.of(view);
-  if (pointer === null) throw new RangeError("pointerOf: the view has no memory (empty or detached)");
+  if (pointer === null) throw new RangeError("pointerOf: the view has no memory to point to");
   return pointer as unknown as Pointer;
 }
 

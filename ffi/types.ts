@@ -114,7 +114,12 @@ export interface Backend {
   open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T>;
   /** Make a process-lifetime callback. Exceptions thrown by `fn` must be caught by the caller (the core). */
   callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback;
-  /** Pointer to the first byte of a view. The view's memory must not move (call `view.buffer` first). */
+  /**
+   * Pointer to the first byte of a view. The view's memory must not move (call `view.buffer` first).
+   * The same on every backend: an empty view has no byte to point to (RangeError; as a `buffer`
+   * argument it may go down as NULL, so pass one byte of your own for a size-0 call), and a view
+   * of a detached ArrayBuffer is a TypeError.
+   */
   pointerOf(view: ArrayBufferView): Pointer;
   address(pointer: Pointer | null): bigint;
   fromAddress(address: bigint): Pointer | null;

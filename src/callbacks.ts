@@ -81,6 +81,9 @@ let errorHandler: CallbackErrorHandler | null = null;
  * onCallbackError((error, source) => log.warn(`${source} callback failed`, error));
  */
 export function onCallbackError(handler: CallbackErrorHandler | null): void {
+  if (handler !== null && typeof handler !== "function") {
+    throw new TypeError(`onCallbackError takes a function (error, source) => void, or null, got ${typeof handler}`);
+  }
   errorHandler = handler;
 }
 

@@ -3,9 +3,12 @@ import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { inRegistry, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
+import { boolean, callable, integer, keys, options as checkOptions, own, show } from "../check.ts";
 import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
 import { DeviceState, type MemoryMonitor, type MemoryStats } from "./state.ts";
 import { Scene } from "./scene.ts";
+
+const deviceKeys = keys("accounting");
 
 const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) => state.release("rtcReleaseDevice", handle));
 
@@ -42,11 +45,11 @@ export class Device {
   [inRegistry] = false;
 
   /** @internal use `rtc.newDevice()`. */
-  constructor(config = "", options: DeviceOptions = {}) {
-    if (typeof config !== "string") throw new TypeError("rtc.newDevice takes a configuration string such as \"threads=4\"");
-    if (options === null || typeof options !== "object") throw new TypeError("rtc.newDevice's options are an object { accounting?: boolean }");
-    const accounting = options.accounting ?? false;
-    if (typeof accounting !== "boolean") throw new TypeError(`options.accounting must be a boolean, got ${typeof accounting}`);
+  constructor(config = "", options?: DeviceOptions) {
+    if (typeof config !== "string") throw new TypeError(`rtc.newDevice takes a configuration string such as "threads=4", got ${show(config)}`);
+    // C would read the string only up to the NUL, silently dropping the rest of the configuration.
+    if (config.includes("\0")) throw new TypeError("rtc.newDevice's configuration string must not contain NUL characters");
+    const accounting = boolean(own(checkOptions(options, deviceKeys, "rtc.newDevice options"), "accounting"), "accounting", false);
     const lib = embree();
     const handle = lib.symbols.rtcNewDevice(config) as Pointer | null;
     if (handle === null) {
@@ -89,9 +92,10 @@ export class Device {
    * Throws EmbreeError for a property this Embree does not know.
    */
   getProperty(property: number): number {
-    if (!Number.isInteger(property) || property < 0) throw new RangeError(`property must be a non-negative integer, got ${property}`);
+    // enum RTCDeviceProperty is a C int: 2 ** 32 + 1 would reach Embree as 1, VERSION_MAJOR.
+    const value = integer(property, "int", "property (an rtc.DeviceProperty)", 0);
     const handle = this.handle();
-    return Number(this.#state.call("rtcGetDeviceProperty", () => embree().symbols.rtcGetDeviceProperty(handle, property)));
+    return Number(this.#state.call("rtcGetDeviceProperty", () => embree().symbols.rtcGetDeviceProperty(handle, value)));
   }
 
   /**
@@ -103,9 +107,7 @@ export class Device {
    * The first function set starts accounting (see `memory`); `null` leaves it on.
    */
   setMemoryMonitorFunction(monitor: MemoryMonitor | null): void {
-    if (monitor !== null && typeof monitor !== "function") {
-      throw new TypeError("setMemoryMonitorFunction takes a function (bytes, post) => boolean, or null");
-    }
+    if (monitor !== null) callable(monitor, "the memory monitor", "(bytes, post) => boolean, or null");
     this.handle();
     // The native monitor is memlife's and stays once installed: only the JS side changes.
     this.#state.monitor = monitor;
@@ -120,9 +122,7 @@ export class Device {
    * for a budget over everything).
    */
   setMemoryBudget(bytes: number | null): void {
-    if (bytes !== null && (typeof bytes !== "number" || !(bytes >= 0) || !Number.isFinite(bytes))) {
-      throw new RangeError(`a memory budget is a non-negative number of bytes or null, got ${String(bytes)}`);
-    }
+    if (bytes !== null) integer(bytes, "size_t", "a memory budget (bytes, or null for none)");
     this.handle();
     this.#state.budget = bytes;
     if (bytes !== null) this.#state.startAccounting();

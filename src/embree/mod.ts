@@ -68,6 +68,7 @@ export function load(): Version {
  * console.log(rtc.monitorDiagnostics(device)); // { direct: 2, relayed: 20, native: 0, liveDevices: 1 }
  */
 export function monitorDiagnostics(device: Device): { direct: number; relayed: number; native: number; liveDevices: number } {
+  if (!(device instanceof Device)) throw new TypeError("monitorDiagnostics takes an rtc.Device");
   const state = device.state;
   return { direct: state.direct, relayed: state.relayed, native: state.settledNatively, liveDevices: liveStates() };
 }

@@ -3,6 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { inRegistry, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
+import { integer, memory, show } from "../check.ts";
 import {
   BUFFER_TYPE_INDEX,
   BUFFER_TYPE_VERTEX,
@@ -71,14 +72,16 @@ function vector(value: ArrayLike<number> | undefined, what: string): ArrayLike<n
     throw new TypeError(`ray.${what} must be an array of 3 numbers`);
   }
   for (let i = 0; i < 3; i++) {
-    if (typeof value[i] !== "number" || !Number.isFinite(value[i])) throw new TypeError(`ray.${what}[${i}] must be a finite number`);
+    if (typeof value[i] !== "number") throw new TypeError(`ray.${what}[${i}] must be a number, got ${show(value[i])}`);
+    if (!Number.isFinite(value[i])) throw new RangeError(`ray.${what}[${i}] must be a finite number, got ${show(value[i])}`);
   }
   return value;
 }
 
 function optionalNumber(value: number | undefined, fallback: number, what: string): number {
   if (value === undefined) return fallback;
-  if (typeof value !== "number" || Number.isNaN(value)) throw new TypeError(`ray.${what} must be a number`);
+  if (typeof value !== "number") throw new TypeError(`ray.${what} must be a number, got ${show(value)}`);
+  if (Number.isNaN(value)) throw new RangeError(`ray.${what} must not be NaN`);
   return value;
 }
 
@@ -130,7 +133,7 @@ export class Scene {
 
   /** Whether a commit has succeeded and no geometry was added since: `intersect1` needs it. */
   get committed(): boolean {
-    return this.#committed && this.#pending === 0;
+    return this.#handle !== null && this.#committed && this.#pending === 0;
   }
 
   #idle(fn: string): Pointer {
@@ -146,8 +149,10 @@ export class Scene {
    */
   addTriangleMesh(vertices: Float32Array, indices: Uint32Array): number {
     const scene = this.#idle("rtcAttachGeometry");
-    if (!(vertices instanceof Float32Array)) throw new TypeError("vertices must be a Float32Array of x, y, z per vertex");
-    if (!(indices instanceof Uint32Array)) throw new TypeError("indices must be a Uint32Array of 3 vertex indices per triangle");
+    if (!(vertices instanceof Float32Array)) throw new TypeError(`vertices must be a Float32Array of x, y, z per vertex, got ${show(vertices)}`);
+    if (!(indices instanceof Uint32Array)) throw new TypeError(`indices must be a Uint32Array of 3 vertex indices per triangle, got ${show(indices)}`);
+    memory(vertices, "vertices", false);
+    memory(indices, "indices", false);
     if (vertices.length === 0 || vertices.length % 3 !== 0) {
       throw new RangeError(`vertices must hold 3 numbers per vertex and at least one vertex, got ${vertices.length} numbers`);
     }
@@ -220,7 +225,8 @@ export class Scene {
     const tnear = optionalNumber(ray.tnear, 0, "tnear");
     const tfar = optionalNumber(ray.tfar, Infinity, "tfar");
     const time = optionalNumber(ray.time, 0, "time");
-    const mask = optionalNumber(ray.mask, 0xffffffff, "mask") >>> 0;
+    // An unsigned int in C: -1 or 2 ** 32 must not wrap into some other mask.
+    const mask = ray.mask === undefined ? 0xffffffff : integer(ray.mask, "unsigned", "ray.mask");
     if (!this.#committed) throw new EmbreeError("rtcIntersect1", RTC_ERROR_INVALID_OPERATION, "scene not committed: await commit() first");
     const { rayhit, rayhitView, context } = scratch();
     const f = (at: number, value: number) => rayhit.setFloat32(at, value, true);

@@ -4,6 +4,7 @@ import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
 import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
+import { integer, isDetached, keys, member, memory, names, options as checkOptions, own, show } from "../check.ts";
 import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols } from "./native.ts";
 import type { Context } from "./context.ts";
@@ -105,11 +106,15 @@ export interface BufferOptions {
   hostPtr?: HostPtrMode;
 }
 
-const accessFlags: Record<Access, number> = {
+/** Looked up as own properties only: "toString" or "__proto__" name no access mode. */
+export const accessFlags: Readonly<Record<string, number>> = names({
   read_write: MemFlags.READ_WRITE,
   read_only: MemFlags.READ_ONLY,
   write_only: MemFlags.WRITE_ONLY,
-};
+});
+
+const hostPtrModes: Readonly<Record<string, HostPtrMode>> = names({ use: "use", copy: "copy", alloc: "alloc" });
+const bufferOptionKeys = keys("access", "hostPtr");
 
 /** Turns `createBuffer`'s arguments into clCreateBuffer's, throwing TypeError/RangeError on bad input. */
 export function bufferArguments(
@@ -119,34 +124,26 @@ export function bufferArguments(
   let flags: number = MemFlags.READ_WRITE;
   let data: ArrayBufferView | null = null;
   let size: number;
+  const bag = options === undefined ? undefined : checkOptions(options, bufferOptionKeys, "createBuffer options");
+  const mode = member(hostPtrModes, own(bag, "hostPtr"), "hostPtr", undefined);
   if (typeof sizeOrData === "number") {
-    if (!Number.isSafeInteger(sizeOrData) || sizeOrData <= 0) {
-      throw new RangeError(`buffer size must be a positive integer number of bytes, got ${sizeOrData}`);
-    }
-    size = sizeOrData;
+    size = integer(sizeOrData, "size_t", "buffer size", 1);
   } else if (ArrayBuffer.isView(sizeOrData)) {
-    data = sizeOrData;
+    // "use": OpenCL keeps the pointer for the buffer's life, so the memory must not move or shrink.
+    data = memory(sizeOrData, "buffer data", mode === "use");
     size = data.byteLength;
     if (size === 0) throw new RangeError("buffer data must not be empty");
   } else {
-    throw new TypeError("createBuffer takes a size in bytes or an ArrayBufferView (e.g. a Float32Array)");
+    throw new TypeError(`createBuffer takes a size in bytes or an ArrayBufferView (e.g. a Float32Array), got ${show(sizeOrData)}`);
   }
-  if (options !== undefined) {
-    if (typeof options !== "object" || options === null) throw new TypeError("buffer options must be an object");
-    if (options.access !== undefined) {
-      const access = accessFlags[options.access];
-      if (access === undefined) throw new TypeError(`access must be "read_write", "read_only" or "write_only", got ${String(options.access)}`);
-      flags = access;
-    }
-    const mode = options.hostPtr;
+  if (bag !== undefined) {
+    flags = member(accessFlags, own(bag, "access"), "access", flags);
     if (mode !== undefined) {
       if (mode === "use" || mode === "copy") {
         if (data === null) throw new TypeError(`hostPtr: "${mode}" needs an ArrayBufferView as the buffer's data`);
         flags |= mode === "use" ? MemFlags.USE_HOST_PTR : MemFlags.COPY_HOST_PTR;
-      } else if (mode === "alloc") {
-        flags |= MemFlags.ALLOC_HOST_PTR | (data !== null ? MemFlags.COPY_HOST_PTR : 0);
       } else {
-        throw new TypeError(`hostPtr must be "use", "copy" or "alloc", got ${String(mode)}`);
+        flags |= MemFlags.ALLOC_HOST_PTR | (data !== null ? MemFlags.COPY_HOST_PTR : 0);
       }
       return { flags, size, data };
     }
@@ -208,6 +205,20 @@ export class Buffer {
     return this.#handle;
   }
 
+  /**
+   * @internal The cl_mem for a command that reads or writes it. A `hostPtr: "use"` buffer's storage
+   * is the program's ArrayBuffer: once that was transferred away, a command would touch memory
+   * that is no longer the buffer's (freed, or someone else's), so it is refused.
+   */
+  commandHandle(): Pointer {
+    const handle = this.handle();
+    const host = this.#destructor?.hostMemory;
+    if (host !== undefined && isDetached(host)) {
+      throw new TypeError("this hostPtr \"use\" buffer's host memory was transferred away (its ArrayBuffer is detached): no command may use the buffer any more; release it");
+    }
+    return handle;
+  }
+
   /** Registers our one native destructor callback for this buffer, the first time it is needed. */
   #watch(): Destructor {
     let entry = this.#destructor;
@@ -242,7 +253,7 @@ export class Buffer {
    */
   setDestructorCallback(callback: DestructorCallback): void {
     if (typeof callback !== "function") {
-      throw new TypeError("setDestructorCallback takes a function (clSetMemObjectDestructorCallback rejects NULL with CL_INVALID_VALUE)");
+      throw new TypeError(`setDestructorCallback takes a function (buffer) => void, got ${show(callback)}`);
     }
     this.handle(); // ReleasedError: the memory object may already be gone
     const entry = this.#watch();

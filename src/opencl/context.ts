@@ -7,7 +7,8 @@ import { ContextInfo } from "./constants.ts";
 import { check, errcode, infoU64, opencl, pointerArray, symbols } from "./native.ts";
 import { Buffer, bufferArguments, type BufferOptions } from "./buffer.ts";
 import { UserEvent } from "./event.ts";
-import { type Device, getPlatforms } from "./platform.ts";
+import { Device, getPlatforms } from "./platform.ts";
+import { show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
 import { SVMAllocation, type SVMOptions } from "./svm.ts";
 
@@ -76,9 +77,12 @@ export class Context {
   /** @internal use `cl.createContext()`. */
   constructor(devices?: Device[]) {
     const list = devices ?? [defaultDevice()];
-    if (!Array.isArray(list) || list.length === 0) throw new TypeError("createContext takes a non-empty array of cl.Device");
+    if (!Array.isArray(list) || list.length === 0) throw new TypeError(`createContext takes a non-empty array of cl.Device, got ${show(list)}`);
+    list.forEach((d, i) => {
+      if (!(d instanceof Device)) throw new TypeError(`devices[${i}] is not a cl.Device, got ${show(d)}`);
+    });
     const platform = list[0].platform;
-    if (list.some((d) => d?.platform !== platform)) throw new TypeError("all devices of a context must come from one platform");
+    if (list.some((d) => d.platform !== platform)) throw new TypeError("all devices of a context must come from one platform");
     const ids = pointerArray(list.map((d) => d.unsafeHandle));
     const handle = opencl().symbols.clCreateContext(null, list.length, ids, null, 0, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateContext", errcode[0]);
@@ -122,7 +126,7 @@ export class Context {
   /** A command queue on `device` (default: the context's first device). */
   createCommandQueue(device: Device = this.devices[0]): CommandQueue {
     this.handle();
-    if (!this.devices.includes(device)) throw new TypeError("the device is not one of this context's devices");
+    if (!this.devices.includes(device)) throw new TypeError(`the device is not one of this context's devices, got ${show(device)}`);
     return new CommandQueue(this, device);
   }
 

@@ -4,6 +4,7 @@ import { backend } from "../backend.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { finalizerState, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
+import { integer, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray, symbols } from "./native.ts";
 import type { Context } from "./context.ts";
@@ -155,21 +156,21 @@ export class UserEvent extends Event {
 
   /** Completes the event (or fails it with a negative status), releasing the commands that wait on it. */
   setStatus(status: number = ExecutionStatus.COMPLETE): void {
-    if (!Number.isInteger(status) || status > 0) {
-      throw new RangeError(`a user event's status is CL_COMPLETE (0) or a negative error code, got ${status}`);
-    }
-    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(this.handle(), status));
+    // A cl_int: Bun and koffi would wrap -(2 ** 32) to 0, CL_COMPLETE.
+    const value = integer(status, "cl_int", "a user event's status (CL_COMPLETE, 0, or a negative error code)", undefined, 0);
+    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(this.handle(), value));
   }
 }
 
 const noWait: { count: number; list: BigUint64Array | null } = Object.freeze({ count: 0, list: null });
 
 /** A `cl_event *` wait list from `waitFor`, checked before any native call. */
-export function waitList(events: readonly Event[] | undefined): { count: number; list: BigUint64Array | null } {
-  if (events === undefined || events.length === 0) return noWait;
-  if (!Array.isArray(events)) throw new TypeError("waitFor must be an array of cl.Event");
+export function waitList(events: unknown): { count: number; list: BigUint64Array | null } {
+  if (events === undefined) return noWait;
+  if (!Array.isArray(events)) throw new TypeError(`waitFor must be an array of cl.Event, got ${show(events)}`);
+  if (events.length === 0) return noWait;
   const handles = events.map((e, i) => {
-    if (!(e instanceof Event)) throw new TypeError(`waitFor[${i}] is not a cl.Event`);
+    if (!(e instanceof Event)) throw new TypeError(`waitFor[${i}] is not a cl.Event, got ${show(e)}`);
     return e.handle();
   });
   return { count: handles.length, list: pointerArray(handles) };

@@ -1,6 +1,7 @@
 /** Platforms and devices. OpenCL does not reference-count them (root devices), so they need no release. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
+import { integer } from "../check.ts";
 import { DeviceInfo, DeviceType, PlatformInfo, SVMCapability } from "./constants.ts";
 import { check, infoString, infoU32, infoU64, opencl } from "./native.ts";
 
@@ -53,21 +54,24 @@ export class Platform {
    * @example const gpus = platform.getDevices(cl.DeviceType.GPU);
    */
   getDevices(type: number = DeviceType.ALL): Device[] {
-    if (!Number.isInteger(type) || type <= 0 || type > 0xffffffff) {
-      throw new RangeError(`device type must be a cl.DeviceType bit mask, got ${type}`);
-    }
-    const all = this.#devices ??= this.#query(DeviceType.ALL);
-    return type === DeviceType.ALL ? [...all] : all.filter((d) => (d.typeMask & type) !== 0);
+    // A cl_device_type bit field (cl_ulong). The driver decides which devices a type means:
+    // CL_DEVICE_TYPE_DEFAULT is a device the driver picks, whose own type may be CPU only (PoCL).
+    integer(type, "size_t", "device type (a cl.DeviceType bit mask)", 1);
+    const all = this.#devices ??= this.#query(DeviceType.ALL, undefined);
+    return type === DeviceType.ALL ? [...all] : this.#query(type, all);
   }
 
-  #query(type: number): Device[] {
+  /** The devices clGetDeviceIDs gives for `type`, as the Device objects of `known` when given. */
+  #query(type: number, known: Device[] | undefined): Device[] {
     const s = opencl().symbols;
     const status = s.clGetDeviceIDs(this.#handle, type, 0, null, countSlot);
     if (status === -1) return []; // CL_DEVICE_NOT_FOUND
     check("clGetDeviceIDs", status);
     const list = new BigUint64Array(new ArrayBuffer(8 * countSlot[0]));
     check("clGetDeviceIDs", s.clGetDeviceIDs(this.#handle, type, countSlot[0], list, null));
-    return handles(list).map((h) => new Device(h, this));
+    if (known === undefined) return handles(list).map((h) => new Device(h, this));
+    return Array.from(list, (address) => known.find((d) => backend.address(d.unsafeHandle) === address))
+      .filter((d): d is Device => d !== undefined);
   }
 
   /** The raw cl_platform_id. Unsafe: valid for the life of the process, but bypasses every check. */

@@ -2,6 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
+import { callable, integer, keys, memory, options as checkOptions, own, show } from "../check.ts";
 import { QueueInfo } from "./constants.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
@@ -33,12 +34,33 @@ export interface SVMFreeOptions {
   waitFor?: Event[];
 }
 
-function checkRange(buffer: Buffer, offset: number, size: number): void {
-  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`offset must be a non-negative integer, got ${offset}`);
-  if (offset + size > buffer.size) {
-    throw new RangeError(`${size} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
+const transferKeys = keys("offset", "waitFor");
+const svmFreeKeys = keys("onFree", "waitFor");
+
+/**
+ * A read or write of `view` at `options.offset` of `buffer`, checked: the offset is a size_t, the
+ * bytes fit, and the view is memory native code may keep until the command completes.
+ */
+function transfer(buffer: Buffer, view: unknown, options: TransferOptions | undefined, what: string): { offset: number; host: ArrayBufferView; waitFor: unknown } {
+  const bag = checkOptions(options, transferKeys, "transfer options");
+  const host = memory(view, what, true);
+  const given = own(bag, "offset");
+  const offset = given === undefined ? 0 : integer(given, "size_t", "offset");
+  if (offset + host.byteLength > buffer.size) {
+    throw new RangeError(`${host.byteLength} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
   }
+  return { offset, host, waitFor: own(bag, "waitFor") };
 }
+
+/**
+ * The pointer to pass for `view`. A zero-length transfer is valid in C, with a non-NULL pointer
+ * (clEnqueueReadBuffer refuses a NULL one with CL_INVALID_VALUE), but an empty view goes down as
+ * NULL on Deno and Node; one byte of memory of our own, never touched, stands in for it.
+ */
+function hostPointer(view: ArrayBufferView): ArrayBufferView {
+  return view.byteLength === 0 ? noBytes : view;
+}
+const noBytes = new Uint8Array(new ArrayBuffer(8));
 
 /**
  * An in-order command queue. Waiting (`finish`, `event.wait`, `readBuffer`) happens off the JS
@@ -82,44 +104,43 @@ export class CommandQueue {
   }
 
   #checkBuffer(buffer: Buffer): Pointer {
-    if (!(buffer instanceof Buffer)) throw new TypeError("expected a cl.Buffer");
+    if (!(buffer instanceof Buffer)) throw new TypeError(`expected a cl.Buffer, got ${show(buffer)}`);
     if (buffer.context !== this.context) throw new TypeError("the buffer belongs to another context than this queue");
-    return buffer.handle();
+    return buffer.commandHandle();
   }
 
   /**
    * Enqueues a non-blocking write of `data` into `buffer` at `offset`. `data` stays pinned until
-   * the command completes.
+   * the command completes: do not transfer its ArrayBuffer before then.
    */
-  enqueueWriteBuffer(buffer: Buffer, data: ArrayBufferView, options: TransferOptions = {}): Event {
+  enqueueWriteBuffer(buffer: Buffer, data: ArrayBufferView, options?: TransferOptions): Event {
     const handle = this.handle();
     const mem = this.#checkBuffer(buffer);
-    if (!ArrayBuffer.isView(data)) throw new TypeError("data must be an ArrayBufferView");
-    const offset = options.offset ?? 0;
-    checkRange(buffer, offset, data.byteLength);
-    const { count, list } = waitList(options.waitFor);
-    check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, data.byteLength, data, count, list, eventOut));
+    const { offset, host, waitFor } = transfer(buffer, data, options, "data");
+    const { count, list } = waitList(waitFor);
+    check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
     const event = eventFrom(eventOut, this.context);
-    void event.completion(data); // `data` stays pinned until the command completed
+    void event.completion(host); // `data` stays pinned until the command completed
     return event;
   }
 
-  /** Enqueues a non-blocking read of `buffer` into `target` (pinned until the command completes). */
-  enqueueReadBuffer(buffer: Buffer, target: ArrayBufferView, options: TransferOptions = {}): Event {
+  /**
+   * Enqueues a non-blocking read of `buffer` into `target` (pinned until the command completes: do
+   * not transfer its ArrayBuffer before then).
+   */
+  enqueueReadBuffer(buffer: Buffer, target: ArrayBufferView, options?: TransferOptions): Event {
     const handle = this.handle();
     const mem = this.#checkBuffer(buffer);
-    if (!ArrayBuffer.isView(target)) throw new TypeError("target must be an ArrayBufferView");
-    const offset = options.offset ?? 0;
-    checkRange(buffer, offset, target.byteLength);
-    const { count, list } = waitList(options.waitFor);
-    check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, target.byteLength, target, count, list, eventOut));
+    const { offset, host, waitFor } = transfer(buffer, target, options, "target");
+    const { count, list } = waitList(waitFor);
+    check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
     const event = eventFrom(eventOut, this.context);
-    void event.completion(target);
+    void event.completion(host);
     return event;
   }
 
   /** Writes `data` and resolves once it is in the buffer. */
-  async writeBuffer(buffer: Buffer, data: ArrayBufferView, options: TransferOptions = {}): Promise<void> {
+  async writeBuffer(buffer: Buffer, data: ArrayBufferView, options?: TransferOptions): Promise<void> {
     const event = this.enqueueWriteBuffer(buffer, data, options);
     try {
       await event.wait();
@@ -129,8 +150,15 @@ export class CommandQueue {
   }
 
   /** Reads the buffer into `target` (default: a new Uint8Array of the rest of the buffer) and resolves with it. */
-  async readBuffer<T extends ArrayBufferView = Uint8Array>(buffer: Buffer, target?: T, options: TransferOptions = {}): Promise<T> {
-    const into = target ?? (new Uint8Array(buffer.size - (options.offset ?? 0)) as unknown as T);
+  async readBuffer<T extends ArrayBufferView = Uint8Array>(buffer: Buffer, target?: T, options?: TransferOptions): Promise<T> {
+    let into = target;
+    if (into === undefined) {
+      this.handle();
+      this.#checkBuffer(buffer);
+      const given = own(checkOptions(options, transferKeys, "transfer options"), "offset");
+      const offset = given === undefined ? 0 : integer(given, "size_t", "offset", 0, buffer.size);
+      into = new Uint8Array(buffer.size - offset) as unknown as T;
+    }
     const event = this.enqueueReadBuffer(buffer, into, options);
     try {
       await event.wait();
@@ -147,19 +175,21 @@ export class CommandQueue {
    */
   enqueueSVMFree(allocations: SVMAllocation[], options?: SVMFreeOptions): Event {
     const handle = this.handle();
-    if (!Array.isArray(allocations)) throw new TypeError("enqueueSVMFree takes an array of cl.SVMAllocation");
+    if (!Array.isArray(allocations)) throw new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(allocations)}`);
     let onFree: SVMFreeCallback | undefined;
-    let waitFor: Event[] | undefined;
+    let waitFor: unknown;
     if (options !== undefined) {
-      ({ onFree, waitFor } = options);
-      if (onFree !== undefined && typeof onFree !== "function") throw new TypeError("onFree must be a function");
+      const bag = checkOptions(options, svmFreeKeys, "enqueueSVMFree options");
+      const given = own(bag, "onFree");
+      if (given !== undefined) onFree = callable<SVMFreeCallback>(given, "onFree", "(queue, allocations) => void");
+      waitFor = own(bag, "waitFor");
     }
     const n = allocations.length;
     // A Set only pays for itself on long lists; the usual one or few compare pairwise.
     const seen = n > 8 ? new Set<SVMAllocation>() : undefined;
     for (let i = 0; i < n; i++) {
       const a = allocations[i];
-      if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation`);
+      if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation, got ${show(a)}`);
       if (a.context !== this.context) throw new TypeError(`allocations[${i}] belongs to another context than this queue`);
       let twice = false;
       if (seen !== undefined) twice = seen.size === seen.add(a).size;

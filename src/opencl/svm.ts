@@ -6,7 +6,8 @@ import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackEr
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { MemFlags } from "./constants.ts";
 import { optionalSymbol } from "./native.ts";
-import type { Access } from "./buffer.ts";
+import { type Access, accessFlags } from "./buffer.ts";
+import { boolean, integer, keys, member, options as checkOptions, own } from "../check.ts";
 import type { Context } from "./context.ts";
 import type { CommandQueue } from "./queue.ts";
 
@@ -20,11 +21,7 @@ export interface SVMOptions {
   alignment?: number;
 }
 
-const accessFlags: Record<Access, number> = {
-  read_write: MemFlags.READ_WRITE,
-  read_only: MemFlags.READ_ONLY,
-  write_only: MemFlags.WRITE_ONLY,
-};
+const svmKeys = keys("access", "fineGrain", "atomics", "alignment");
 
 /** Safety net: an allocation the program forgot is freed with clSVMFree after it is collected. */
 const net = new SafetyNet<{ context: Context; pointer: Pointer }>(({ context, pointer }) => {
@@ -84,21 +81,21 @@ export class SVMAllocation {
 
   /** @internal use `ctx.svmAlloc()`. */
   constructor(context: Context, size: number, options?: SVMOptions) {
-    if (!Number.isSafeInteger(size) || size <= 0) {
-      throw new RangeError(`SVM size must be a positive integer number of bytes, got ${size}`);
-    }
+    integer(size, "size_t", "SVM size", 1);
     let flags: number = MemFlags.READ_WRITE;
     let fineGrain = false;
     let atomics = false;
     let alignment = 0;
     if (options !== undefined) {
-      if (typeof options !== "object" || options === null) throw new TypeError("svmAlloc options must be an object");
-      const { access = "read_write" } = options;
-      ({ fineGrain = false, atomics = false, alignment = 0 } = options);
-      const accessFlag = accessFlags[access];
-      if (accessFlag === undefined) throw new TypeError(`access must be "read_write", "read_only" or "write_only", got ${String(access)}`);
-      if (!Number.isInteger(alignment) || alignment < 0 || (alignment & (alignment - 1)) !== 0) {
-        throw new RangeError(`alignment must be 0 or a power of two, got ${alignment}`);
+      const bag = checkOptions(options, svmKeys, "svmAlloc options");
+      const accessFlag = member(accessFlags, own(bag, "access"), "access", MemFlags.READ_WRITE);
+      fineGrain = boolean(own(bag, "fineGrain"), "fineGrain", false);
+      atomics = boolean(own(bag, "atomics"), "atomics", false);
+      // A cl_uint: 2 ** 32 would reach C as 0 (the default alignment), 3 * 2 ** 32 as 0 too.
+      const given = own(bag, "alignment");
+      alignment = given === undefined ? 0 : integer(given, "cl_uint", "alignment");
+      if (alignment !== 0 && 2 ** Math.round(Math.log2(alignment)) !== alignment) {
+        throw new RangeError(`alignment must be 0 or a power of two (a cl_uint), got ${alignment}`);
       }
       if (atomics && !fineGrain) throw new TypeError("atomics: true needs fineGrain: true (CL_MEM_SVM_ATOMICS is only valid with CL_MEM_SVM_FINE_GRAIN_BUFFER)");
       flags = accessFlag | (fineGrain ? MemFlags.SVM_FINE_GRAIN_BUFFER : 0) | (atomics ? MemFlags.SVM_ATOMICS : 0);

@@ -1,0 +1,154 @@
+/**
+ * The argument checks every public call shares, so that bad input never reaches C: Bun and koffi
+ * wrap an out-of-range integer silently (2 ** 32 + 1 becomes 1 as a cl_uint), a name looked up in
+ * a plain table finds "toString", and a view whose memory moved or shrank is a crash once native
+ * code writes into it. Each check throws TypeError (wrong kind of value) or RangeError (right kind,
+ * wrong value) with a message that says what was expected, before any native call.
+ */
+
+/** The range of each C integer type memlife passes. 64-bit types stop at 2^53 - 1: numbers are exact up to there. */
+export const CInt = Object.freeze({
+  cl_int: { min: -(2 ** 31), max: 2 ** 31 - 1 },
+  cl_uint: { min: 0, max: 2 ** 32 - 1 },
+  /** size_t, cl_ulong and cl_bitfield (cl_device_type, cl_mem_flags). */
+  size_t: { min: 0, max: Number.MAX_SAFE_INTEGER },
+  /** A C `int` enum such as RTCDeviceProperty. */
+  int: { min: -(2 ** 31), max: 2 ** 31 - 1 },
+  /** A C `unsigned int` such as a ray mask. */
+  unsigned: { min: 0, max: 2 ** 32 - 1 },
+});
+export type CIntType = keyof typeof CInt;
+
+/** A value as a message shows it: strings quoted, bigints with their n, -0 as -0. */
+export function show(value: unknown): string {
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value.length > 40 ? value.slice(0, 40) + "..." : value);
+    case "bigint":
+      return `${value}n`;
+    case "number":
+      return Object.is(value, -0) ? "-0" : String(value);
+    case "function":
+      return "a function";
+    case "symbol":
+      return value.toString();
+    case "object":
+      if (value === null) return "null";
+      if (Array.isArray(value)) return "an array";
+      return `an object (${Object.prototype.toString.call(value).slice(8, -1)})`;
+    default:
+      return String(value);
+  }
+}
+
+/**
+ * `value` as an integer of C type `type`, within [`min`, `max`] when given (narrower than the type).
+ * TypeError unless it is a number (a bigint, a string or a boolean is not); RangeError for NaN,
+ * Infinity, a fraction or a value out of range. -0 comes back as 0.
+ * @example integer(options.offset, "size_t", "offset")
+ */
+export function integer(value: unknown, type: CIntType, what: string, min?: number, max?: number): number {
+  if (typeof value !== "number") throw new TypeError(`${what} must be a number (${type}), got ${show(value)}`);
+  const lo = min ?? CInt[type].min;
+  const hi = max ?? CInt[type].max;
+  if (!Number.isInteger(value) || value < lo || value > hi) {
+    throw new RangeError(`${what} must be an integer from ${lo} to ${hi} (${type}), got ${show(value)}`);
+  }
+  return value === 0 ? 0 : value;
+}
+
+/** `value` as a boolean, `fallback` when undefined; anything else (1, "no", null) is a TypeError. */
+export function boolean(value: unknown, what: string, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== "boolean") throw new TypeError(`${what} must be true or false, got ${show(value)}`);
+  return value;
+}
+
+/**
+ * The entry of `table` named by `value`, looked up as an own property only ("toString",
+ * "__proto__" and "constructor" name nothing). `undefined` gives `fallback`.
+ */
+export function member<T>(table: Readonly<Record<string, T>>, value: unknown, what: string, fallback: T): T {
+  if (value === undefined) return fallback;
+  if (typeof value !== "string" || !Object.hasOwn(table, value)) {
+    throw new TypeError(`${what} must be one of ${Object.keys(table).map((k) => JSON.stringify(k)).join(", ")}, got ${show(value)}`);
+  }
+  return table[value];
+}
+
+/** A table for `member`: frozen and without a prototype, so nothing but its own names resolves. */
+export function names<T>(entries: Record<string, T>): Readonly<Record<string, T>> {
+  return Object.freeze(Object.assign(Object.create(null), entries));
+}
+
+/**
+ * An options bag: `undefined`, or a plain object (`{...}` or `Object.create(null)`) whose own
+ * enumerable keys are all in `keys` (a misspelt option is a TypeError, not silently ignored).
+ * Read its values with `own()`, so that nothing inherited counts.
+ */
+export function options<K extends string>(value: unknown, keys: Readonly<Record<K, true>>, what: string): Partial<Record<K, unknown>> | undefined {
+  if (value === undefined) return undefined;
+  const expected = () => `{ ${Object.keys(keys).map((k) => `${k}?`).join(", ")} }`;
+  if (typeof value !== "object" || value === null) throw new TypeError(`${what} must be an object ${expected()} or undefined, got ${show(value)}`);
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) throw new TypeError(`${what} must be a plain object ${expected()}, got ${show(value)}`);
+  for (const key in value) {
+    // Enumerable keys inherited from a tampered Object.prototype are not the caller's options.
+    if (!Object.hasOwn(keys, key) && Object.hasOwn(value, key)) {
+      throw new TypeError(`${what} has no option ${JSON.stringify(key)}; the options are ${expected()}`);
+    }
+  }
+  return value as Partial<Record<K, unknown>>;
+}
+
+/** The set of keys an options bag may have, for `options()`. */
+export function keys<K extends string>(...list: K[]): Readonly<Record<K, true>> {
+  return names(Object.fromEntries(list.map((k) => [k, true]))) as Readonly<Record<K, true>>;
+}
+
+/** `bag[key]` if it is the bag's own property, else undefined. */
+export function own<K extends string>(bag: Partial<Record<K, unknown>> | undefined, key: K): unknown {
+  return bag !== undefined && Object.hasOwn(bag, key) ? bag[key] : undefined;
+}
+
+const hasDetached = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "detached") !== undefined;
+
+/**
+ * Whether the view's ArrayBuffer was detached (transferred, or moved by structuredClone/postMessage
+ * with a transfer list). Where `ArrayBuffer.prototype.detached` is missing, an ArrayBuffer of
+ * length 0 under a view that says otherwise is the sign; a detached view's own byteLength reads 0.
+ */
+export function isDetached(view: ArrayBufferView): boolean {
+  const buffer = view.buffer as ArrayBuffer & { detached?: boolean };
+  if (hasDetached) return buffer.detached === true;
+  return buffer.byteLength === 0 && !(buffer instanceof SharedArrayBuffer) && view.byteLength === 0 && view.byteOffset === 0;
+}
+
+/** Whether the view's memory can shrink or move: a resizable ArrayBuffer or a growable SharedArrayBuffer. */
+export function isResizable(view: ArrayBufferView): boolean {
+  const buffer = view.buffer as { resizable?: boolean; growable?: boolean };
+  return buffer.resizable === true || buffer.growable === true;
+}
+
+/**
+ * `value` as an ArrayBufferView native code may read or write. TypeError for anything else, and for
+ * a view whose ArrayBuffer is detached. `pinned`: native code keeps the pointer after the call
+ * returns (hostPtr "use", an enqueued read or write), so the memory must not be able to shrink or
+ * move either: resizable ArrayBuffers and growable SharedArrayBuffers are refused.
+ */
+export function memory(value: unknown, what: string, pinned: boolean): ArrayBufferView {
+  if (!ArrayBuffer.isView(value)) throw new TypeError(`${what} must be an ArrayBufferView (a typed array or DataView), got ${show(value)}`);
+  if (isDetached(value)) throw new TypeError(`${what}'s ArrayBuffer is detached (transferred away): native code cannot use it`);
+  if (pinned && isResizable(value)) {
+    throw new TypeError(
+      `${what} must not be a view of a resizable ArrayBuffer or a growable SharedArrayBuffer: native code keeps its address, which resizing would invalidate`,
+    );
+  }
+  return value;
+}
+
+/** `value` if it is a function, else a TypeError saying what it should be. */
+export function callable<F>(value: unknown, what: string, shape: string): F {
+  if (typeof value !== "function") throw new TypeError(`${what} must be a function ${shape}, got ${show(value)}`);
+  return value as F;
+}
