@@ -14,7 +14,7 @@
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, assert, describe, runScript, runtime, skip, test } from "./harness.ts";
 
@@ -37,9 +37,9 @@ function parse(text: string, who: string): Observations {
   return out;
 }
 
-/** A library memlife opened, as a linker argument: the same file, not whatever `-lOpenCL` finds. */
-function linkArgument(path: string): string {
-  return path.includes("/") ? path : `-l:${path}`;
+/** A library memlife opened, as linker arguments: the same file, not whatever `-lOpenCL` finds. */
+function linkArguments(path: string): string[] {
+  return path.includes("/") ? [path, `-Wl,-rpath,${dirname(path)}`] : [`-l:${path}`];
 }
 
 function cc(args: string[], input?: string): { ok: boolean; output: string } {
@@ -68,7 +68,7 @@ async function runProbes(): Promise<{ c: Observations; m: Observations } | { ski
     return { skip: `no OpenCL/Embree C headers (CL/cl.h, ${header}): ${firstLines(headers.output)}; install ocl-icd-opencl-dev libembree-dev` };
   }
   const binary = join(workDir, "probe");
-  const build = cc(["-O1", `-DEMBREE_MAJOR=${embree.major}`, "-o", binary, probeC, linkArgument(opencl), linkArgument(embree.path)]);
+  const build = cc(["-O1", `-DEMBREE_MAJOR=${embree.major}`, "-o", binary, probeC, ...linkArguments(opencl), ...linkArguments(embree.path)]);
   if (!build.ok) throw new Error(`cc could not build test/differential/probe.c:\n${build.output}`);
   const c = spawnSync(binary, { encoding: "utf8", timeout: 60_000 });
   if (c.status !== 0) throw new Error(`the C probe failed (status ${c.status}, signal ${c.signal}):\n${c.stderr}`);
@@ -149,7 +149,8 @@ async function compare(select: (key: string) => boolean): Promise<void> {
   assert.ok(keys.length > 0, "no C observation in this group: the probe changed");
   const differences: string[] = [];
   for (const key of keys) {
-    const cValue = c.get(key);
+    // Through JSON as probe.ts's side went: it cannot carry -0 (Embree's normals have some).
+    const cValue = JSON.parse(JSON.stringify(c.get(key)) ?? "null");
     let expected: unknown = cValue;
     let why = "";
     const rule = intended[key];
@@ -195,6 +196,7 @@ const known = {
   alignmentWrap: (k: string) => k === "cl.svmAlloc.align2^32",
   propertyWrap: (k: string) => k === "rtc.getProperty(2^32+1)",
 };
+const isRay = (k: string) => /^rtc\.\w+\.ray\./.test(k);
 const isKnown = (k: string) => Object.values(known).some((select) => select(k));
 
 describe("OpenCL, as C sees it", () => {
@@ -216,10 +218,11 @@ describe("Embree threads=1, as C sees it", () => {
   group("rtcNewDevice configurations", (k) => k.startsWith("rtc.newDevice("));
   group("rtcGetDeviceProperty values and errors", (k) => k.startsWith("rtc.getProperty(") && !isKnown(k));
   group("known: getProperty(2 ** 32 + 1) is refused, not truncated", known.propertyWrap);
-  group("monitor calls of device, scene, mesh, commit, releases", (k) => k.startsWith("rtc.run."));
+  group("monitor calls of device, scene, mesh, commit, releases", (k) => k.startsWith("rtc.run.") && !isRay(k));
+  group("intersect1: hits, misses, tfar and mask as rtcIntersect1 gives them", isRay);
   group("monitor refusing addTriangleMesh's first allocation", (k) => k.startsWith("rtc.refuseMesh."));
   group("monitor refusing the commit's first allocation", (k) => k.startsWith("rtc.refuseCommit."));
-  group("monitor calls of a scene released after its device", (k) => k.startsWith("rtc.deviceFirst."));
+  group("monitor calls of a scene released after its device", (k) => k.startsWith("rtc.deviceFirst.") && !isRay(k));
 });
 
 test("every observation is compared by exactly one test, and both probes made the same ones", async () => {

@@ -16,6 +16,7 @@
 #include <embree3/rtcore.h>
 #endif
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +209,17 @@ static void opencl(void) {
   /* memlife exposes CL_MEM_HOST_PTR as an address but not the address of a typed array: compare non-NULL. */
   begin("cl.buffer.useHostPtr.hasHostPointer"); printf(hostptr == (void *)host ? "true" : "false"); end();
   clReleaseMemObject(used);
+  static const struct { const char *key; cl_mem_flags flags; } made[] = {
+    {"cl.buffer.copyHostPtr.flags", CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR},
+    {"cl.buffer.allocHostPtr.flags", CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR},
+    {"cl.buffer.readOnly.flags", CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR},
+  };
+  for (size_t i = 0; i < sizeof made / sizeof *made; i++) {
+    cl_mem m = clCreateBuffer(ctx, made[i].flags, sizeof host, host, &err);
+    clGetMemObjectInfo(m, CL_MEM_FLAGS, sizeof flags, &flags, NULL);
+    put_int(made[i].key, (long long)flags);
+    clReleaseMemObject(m);
+  }
 
   /* Destructor callbacks: three on one buffer, and NULL. */
   cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 1024, NULL, &err);
@@ -241,6 +253,15 @@ static void opencl(void) {
   put_code("cl.read.wait", "clWaitForEvents", clWaitForEvents(1, &ev));
   put_int("cl.read.status", event_int(ev, CL_EVENT_COMMAND_EXECUTION_STATUS));
   clReleaseEvent(ev);
+  for (int i = 0; i < 64; i++) bytes[i] = (unsigned char)(i * 3);
+  clEnqueueWriteBuffer(queue, mem, CL_TRUE, 0, sizeof bytes, bytes, 0, NULL, NULL);
+  unsigned char back[16] = {0};
+  clEnqueueReadBuffer(queue, mem, CL_TRUE, 16, sizeof back, back, 0, NULL, NULL);
+  begin("cl.read.dataAtOffset16");
+  printf("[");
+  for (int i = 0; i < 16; i++) printf(i ? ",%d" : "%d", back[i]);
+  printf("]");
+  end();
   /* Zero bytes from a valid (non-NULL) host pointer: what an empty typed array is in JS. */
   err = clEnqueueWriteBuffer(queue, mem, CL_FALSE, 0, 0, bytes, 0, NULL, &ev);
   put_code("cl.write.size0", "clEnqueueWriteBuffer", err);
@@ -417,6 +438,30 @@ out: {
   return failed;
 }
 
+/* memlife's intersect1 with tnear 0, time 0, and the ray mask given; "null" for a miss. */
+static void put_ray(const char *key, RTCScene scene, float ox, float oy, float oz, float dx, float dy, float dz, float tfar, unsigned mask) {
+  struct RTCRayHit rh;
+  memset(&rh, 0, sizeof rh);
+  rh.ray.org_x = ox, rh.ray.org_y = oy, rh.ray.org_z = oz, rh.ray.tnear = 0;
+  rh.ray.dir_x = dx, rh.ray.dir_y = dy, rh.ray.dir_z = dz, rh.ray.time = 0;
+  rh.ray.tfar = tfar, rh.ray.mask = mask;
+  rh.hit.geomID = RTC_INVALID_GEOMETRY_ID, rh.hit.instID[0] = RTC_INVALID_GEOMETRY_ID;
+#if EMBREE_MAJOR == 4
+  rtcIntersect1(scene, &rh, NULL);
+#else
+  struct RTCIntersectContext context;
+  rtcInitIntersectContext(&context);
+  rtcIntersect1(scene, &context, &rh);
+#endif
+  begin(key);
+  /* %.17g of the float widened to double: JSON.parse gives back exactly memlife's float32 reading. */
+  if (rh.hit.geomID == RTC_INVALID_GEOMETRY_ID) printf("null");
+  else printf("{\"distance\":%.17g,\"geomID\":%u,\"primID\":%u,\"u\":%.17g,\"v\":%.17g,\"normal\":[%.17g,%.17g,%.17g]}",
+              (double)rh.ray.tfar, rh.hit.geomID, rh.hit.primID, (double)rh.hit.u, (double)rh.hit.v,
+              (double)rh.hit.Ng_x, (double)rh.hit.Ng_y, (double)rh.hit.Ng_z);
+  end();
+}
+
 /* One device's life with the monitor set at once: scene, mesh, commit, releases. */
 static void monitored_run(const char *prefix, const char *refuse, int device_first) {
   char key[96];
@@ -435,6 +480,19 @@ static void monitored_run(const char *prefix, const char *refuse, int device_fir
   rtcCommitScene(scene);
   snprintf(key, sizeof key, "%s.commit", prefix);
   put_rtc(key, "rtcCommitScene");
+  if (!refuse) {
+    phase = "intersect1";
+    snprintf(key, sizeof key, "%s.ray.hit", prefix);
+    put_ray(key, scene, 2.25f, 3.5f, -1, 0, 0, 1, INFINITY, 0xffffffffu);
+    snprintf(key, sizeof key, "%s.ray.backface", prefix);
+    put_ray(key, scene, 0.7f, 0.2f, 5, 0, 0, -2, INFINITY, 0xffffffffu);
+    snprintf(key, sizeof key, "%s.ray.miss", prefix);
+    put_ray(key, scene, 20, 20, -1, 0, 0, 1, INFINITY, 0xffffffffu);
+    snprintf(key, sizeof key, "%s.ray.tooShort", prefix);
+    put_ray(key, scene, 2.25f, 3.5f, -1, 0, 0, 1, 0.5f, 0xffffffffu);
+    snprintf(key, sizeof key, "%s.ray.mask0", prefix);
+    put_ray(key, scene, 2.25f, 3.5f, -1, 0, 0, 1, INFINITY, 0);
+  }
   if (device_first) {
     phase = "releaseDevice";
     rtcReleaseDevice(device);

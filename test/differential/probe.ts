@@ -93,6 +93,15 @@ async function opencl(): Promise<void> {
   put("cl.buffer.useHostPtr.flags", used.flags);
   put("cl.buffer.useHostPtr.hasHostPointer", used.hostPointer !== 0n);
   used.release();
+  for (const [key, options] of [
+    ["cl.buffer.copyHostPtr.flags", { hostPtr: "copy" }],
+    ["cl.buffer.allocHostPtr.flags", { hostPtr: "alloc" }],
+    ["cl.buffer.readOnly.flags", { access: "read_only" }],
+  ] as const) {
+    const made = ctx.createBuffer(host, options);
+    put(key, made.flags);
+    made.release();
+  }
 
   const buf = ctx.createBuffer(1024);
   observe("cl.setDestructorCallback.null", () => buf.setDestructorCallback(null as unknown as cl.DestructorCallback));
@@ -119,6 +128,9 @@ async function opencl(): Promise<void> {
     put(`cl.${what}.status`, event.status);
     event.release();
   }
+  for (let i = 0; i < 64; i++) bytes[i] = i * 3;
+  await queue.writeBuffer(mem, bytes);
+  put("cl.read.dataAtOffset16", [...await queue.readBuffer(mem, new Uint8Array(16), { offset: 16 })]);
   // An empty typed array: C passes a valid pointer and size 0.
   for (const [what, enqueue] of [
     ["write", () => queue.enqueueWriteBuffer(mem, new Uint8Array(0))],
@@ -253,6 +265,17 @@ async function monitoredRun(prefix: string, refusePhase: string | null, deviceFi
   observe(`${prefix}.addTriangleMesh`, () => scene.addTriangleMesh(vertices, indices));
   phase = "commit";
   await observeAsync(`${prefix}.commit`, () => scene.commit());
+  if (refusePhase === null) {
+    phase = "intersect1";
+    const rays: [string, rtc.Ray][] = [
+      ["hit", { origin: [2.25, 3.5, -1], direction: [0, 0, 1] }],
+      ["backface", { origin: [0.7, 0.2, 5], direction: [0, 0, -2] }],
+      ["miss", { origin: [20, 20, -1], direction: [0, 0, 1] }],
+      ["tooShort", { origin: [2.25, 3.5, -1], direction: [0, 0, 1], tfar: 0.5 }],
+      ["mask0", { origin: [2.25, 3.5, -1], direction: [0, 0, 1], mask: 0 }],
+    ];
+    for (const [name, ray] of rays) put(`${prefix}.ray.${name}`, scene.intersect1(ray));
+  }
   if (deviceFirst) {
     phase = "releaseDevice";
     device.release();
