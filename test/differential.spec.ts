@@ -125,6 +125,15 @@ const equivalent: { why: string; map: (key: string, c: unknown) => unknown }[] =
   },
 ];
 
+/**
+ * Values the driver computes afresh in each process, so that the two probes can differ: accepted
+ * within a factor of 2, which still catches a wrong width or unit.
+ */
+const varies: Record<string, string> = {
+  "cl.device.globalMemSize": "PoCL derives it from the memory free when the process asks",
+  "cl.device.maxMemAllocSize": "PoCL derives it from the global memory size",
+};
+
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
@@ -168,6 +177,10 @@ async function compare(select: (key: string) => boolean): Promise<void> {
       }
     }
     const actual = canonicalMemlife(m.get(key));
+    if (key in varies && typeof actual === "number" && typeof expected === "number") {
+      if (actual >= expected / 2 && actual <= expected * 2) continue;
+      why = `varies between processes: ${varies[key]}; accepted within a factor of 2`;
+    }
     try {
       assert.deepStrictEqual(actual, expected);
     } catch {
@@ -203,8 +216,9 @@ describe("OpenCL, as C sees it", () => {
   group("platform and device info", (k) => /^cl\.(platforms|platform|device)\./.test(k));
   group("clGetDeviceIDs for each device type", (k) => k.startsWith("cl.getDeviceIDs.") && !isKnown(k));
   group("known: getDevices(DeviceType.DEFAULT) finds the default device", known.defaultType);
-  group("clCreateBuffer errors, buffer and context info", (k) => /^cl\.(createBuffer|buffer|context|setDestructorCallback)\./.test(k));
+  group("clCreateBuffer errors; buffer, context and queue info", (k) => /^cl\.(createBuffer|buffer|context|queue|setDestructorCallback)\./.test(k));
   group("three destructor callbacks run in C's order", (k) => k === "cl.destructorOrder");
+  group("destructor callbacks of a buffer an enqueued command still uses", (k) => k.startsWith("cl.destructor."));
   group("reads and writes: errors, command types, statuses", (k) => /^cl\.(read|write)\./.test(k) && !isKnown(k));
   group("known: zero-length reads and writes", known.zeroLength);
   group("user events: statuses, errors, a failed wait list", (k) => k.startsWith("cl.userEvent.") && !isKnown(k));

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* --- JSON output ------------------------------------------------------------------------------ */
 
@@ -91,10 +92,23 @@ static void put_devices(const char *key, cl_platform_id platform, cl_device_type
   free(ids);
 }
 
+/* Written by whichever thread the driver calls back on: read with __atomic_load_n. */
 static int destructor_order[8], destructor_count;
 static void CL_CALLBACK on_destroyed(cl_mem mem, void *user) {
   (void)mem;
-  destructor_order[destructor_count++] = (int)(intptr_t)user;
+  destructor_order[destructor_count] = (int)(intptr_t)user;
+  __atomic_store_n(&destructor_count, destructor_count + 1, __ATOMIC_SEQ_CST);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* Up to 5 s for `*counter` to reach `target` (PoCL's clFinish does not wait for every callback). */
+static int await_count(int *counter, int target) {
+  for (int i = 0; i < 500 && __atomic_load_n(counter, __ATOMIC_SEQ_CST) < target; i++) sleep_ms(10);
+  return __atomic_load_n(counter, __ATOMIC_SEQ_CST);
 }
 
 #define SVM_N 32
@@ -103,13 +117,13 @@ static int svm_calls, svm_seen[SVM_N], svm_seen_count = -1;
 static void CL_CALLBACK on_svm_free(cl_command_queue q, cl_uint n, void *pointers[], void *user) {
   cl_context ctx = user;
   (void)q;
-  svm_calls++;
   svm_seen_count = (int)n;
   for (cl_uint i = 0; i < n && i < SVM_N; i++) {
     svm_seen[i] = -1;
     for (int j = 0; j < SVM_N; j++) if (pointers[i] == svm_given[j]) svm_seen[i] = j;
     clSVMFree(ctx, pointers[i]);
   }
+  __atomic_fetch_add(&svm_calls, 1, __ATOMIC_SEQ_CST);
 }
 
 /* `alignment` as the program asked for it: clSVMAlloc gets it as a cl_uint, truncated if need be. */
@@ -187,6 +201,12 @@ static void opencl(void) {
   clGetContextInfo(ctx, CL_CONTEXT_REFERENCE_COUNT, sizeof refs, &refs, NULL);
   put_int("cl.context.referenceCount", refs);
   cl_command_queue queue = clCreateCommandQueue(ctx, device, 0, &err);
+  /* Before any command: PoCL's count includes events that still refer to the queue, which memlife
+     may release a little later (after their callbacks reached JS); OpenCL calls the count stale anyway. */
+  clRetainCommandQueue(queue);
+  clGetCommandQueueInfo(queue, CL_QUEUE_REFERENCE_COUNT, sizeof refs, &refs, NULL);
+  put_int("cl.queue.referenceCountAfterRetain", refs);
+  clReleaseCommandQueue(queue);
 
   /* clCreateBuffer with bad arguments. */
   clCreateBuffer(ctx, CL_MEM_READ_WRITE, 0, NULL, &err);
@@ -307,6 +327,28 @@ static void opencl(void) {
   clSetUserEventStatus(user, CL_COMPLETE);
   clReleaseEvent(user);
   clFinish(queue);
+
+  /* A buffer released while an enqueued command still uses it: destroyed once the command ran. */
+  cl_event gate = clCreateUserEvent(ctx, &err);
+  cl_mem pending = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64, NULL, &err);
+  destructor_count = 0;
+  for (int i = 1; i <= 2; i++) clSetMemObjectDestructorCallback(pending, on_destroyed, (void *)(intptr_t)i);
+  clEnqueueWriteBuffer(queue, pending, CL_FALSE, 0, 64, bytes, 1, &gate, &ev);
+  clReleaseMemObject(pending);
+  sleep_ms(50);
+  int before = __atomic_load_n(&destructor_count, __ATOMIC_SEQ_CST);
+  clSetUserEventStatus(gate, CL_COMPLETE);
+  clWaitForEvents(1, &ev);
+  clFinish(queue);
+  int after = await_count(&destructor_count, 2);
+  begin("cl.destructor.pendingCommand");
+  printf("{\"callsBeforeCommand\":%d,\"callsAfter\":%d,\"order\":[", before, after);
+  for (int i = 0; i < after; i++) printf(i ? ",%d" : "%d", destructor_order[i]);
+  printf("]}");
+  end();
+  clReleaseEvent(ev);
+  clReleaseEvent(gate);
+
   clReleaseMemObject(mem);
 
   /* clSVMAlloc. */
@@ -336,6 +378,25 @@ static void opencl(void) {
     for (int i = 0; i < svm_seen_count && i < SVM_N; i++) printf(i ? ",%d" : "%d", svm_seen[i]);
     printf("]}");
     end();
+    /* A free that waits for a user event: its callback comes after the event completed. */
+    memset(svm_given, 0, sizeof svm_given);
+    for (int i = 0; i < 2; i++) svm_given[i] = clSVMAlloc(ctx, CL_MEM_READ_WRITE, 256, 0);
+    svm_calls = 0;
+    gate = clCreateUserEvent(ctx, &err);
+    err = clEnqueueSVMFree(queue, 2, svm_given, on_svm_free, ctx, 1, &gate, &ev);
+    put_code("cl.svmFree.waitFor.enqueue", "clEnqueueSVMFree", err);
+    sleep_ms(50);
+    before = __atomic_load_n(&svm_calls, __ATOMIC_SEQ_CST);
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    put_code("cl.svmFree.waitFor.wait", "clWaitForEvents", clWaitForEvents(1, &ev));
+    begin("cl.svmFree.waitFor.callback");
+    printf("{\"callsBeforeEvent\":%d,\"callsAfterWait\":%d,\"order\":[%d,%d]}", before,
+           __atomic_load_n(&svm_calls, __ATOMIC_SEQ_CST), svm_seen[0], svm_seen[1]);
+    end();
+    clFinish(queue);
+    clReleaseEvent(ev);
+    clReleaseEvent(gate);
+
     svm_calls = 0;
     svm_seen_count = -1;
     err = clEnqueueSVMFree(queue, 0, NULL, on_svm_free, ctx, 0, NULL, &ev);

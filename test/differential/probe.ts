@@ -5,6 +5,7 @@
  * {"throws": name} (TypeError, RangeError, ReleasedError: refused before any native call).
  */
 import process from "node:process";
+import { setTimeout as sleep } from "node:timers/promises";
 import { cl, EmbreeError, OpenCLError, rtc } from "../../src/mod.ts";
 
 type Value = unknown;
@@ -79,6 +80,9 @@ async function opencl(): Promise<void> {
   const other = cl.createContext([device]);
   put("cl.context.referenceCount", ctx.referenceCount);
   const queue = ctx.createCommandQueue();
+  queue.retain();
+  put("cl.queue.referenceCountAfterRetain", queue.referenceCount);
+  queue.release();
 
   observe("cl.createBuffer.size0", () => ctx.createBuffer(0));
   observe("cl.createBuffer.overMaxAlloc", () => ctx.createBuffer(device.maxMemAllocSize + 1));
@@ -180,6 +184,25 @@ async function opencl(): Promise<void> {
   }
   user.release();
   await queue.finish();
+
+  // A buffer released while an enqueued command still uses it: destroyed once the command ran.
+  let gate = ctx.createUserEvent();
+  const pending = ctx.createBuffer(64);
+  const pendingOrder: number[] = [];
+  for (const n of [1, 2]) pending.setDestructorCallback(() => pendingOrder.push(n));
+  const pendingDestroyed = pending.destroyed;
+  const gated = queue.enqueueWriteBuffer(pending, bytes, { waitFor: [gate] });
+  pending.release();
+  await sleep(50);
+  const callsBeforeCommand = pendingOrder.length;
+  gate.setStatus(0);
+  await gated.wait();
+  await queue.finish();
+  await Promise.race([pendingDestroyed, sleep(5000)]);
+  put("cl.destructor.pendingCommand", { callsBeforeCommand, callsAfter: pendingOrder.length, order: pendingOrder });
+  gated.release();
+  gate.release();
+
   mem.release();
 
   if (device.svm.coarseGrainBuffer) {
@@ -214,6 +237,29 @@ async function opencl(): Promise<void> {
       event.release();
       put("cl.svmFree.callback", seen);
     }
+    // A free that waits for a user event: its callback comes after the event completed.
+    const pair = [ctx.svmAlloc(256), ctx.svmAlloc(256)];
+    const waited = { calls: 0, order: [] as number[] };
+    gate = ctx.createUserEvent();
+    const freeEvent = observe("cl.svmFree.waitFor.enqueue", () =>
+      queue.enqueueSVMFree(pair, {
+        waitFor: [gate],
+        onFree: (_q, list) => {
+          waited.calls++;
+          waited.order = list.map((a) => pair.indexOf(a));
+        },
+      }));
+    if (freeEvent !== undefined) {
+      await sleep(50);
+      const callsBeforeEvent = waited.calls;
+      gate.setStatus(0);
+      await observeAsync("cl.svmFree.waitFor.wait", () => freeEvent.wait());
+      put("cl.svmFree.waitFor.callback", { callsBeforeEvent, callsAfterWait: waited.calls, order: waited.order });
+      await queue.finish();
+      freeEvent.release();
+    }
+    gate.release();
+
     const empty = { calls: 0, count: -1 };
     const emptyEvent = observe("cl.svmFree.empty.enqueue", () =>
       queue.enqueueSVMFree([], {
