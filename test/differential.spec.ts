@@ -237,6 +237,7 @@ describe("Embree threads=1, as C sees it", () => {
   group("monitor refusing addTriangleMesh's first allocation", (k) => k.startsWith("rtc.refuseMesh."));
   group("monitor refusing the commit's first allocation", (k) => k.startsWith("rtc.refuseCommit."));
   group("monitor calls of a scene released after its device", (k) => k.startsWith("rtc.deviceFirst.") && !isRay(k));
+  group("monitor calls of a retained scene's two releases", (k) => k.startsWith("rtc.sceneRetained.") && !isRay(k));
 });
 
 test("every observation is compared by exactly one test, and both probes made the same ones", async () => {

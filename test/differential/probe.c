@@ -523,8 +523,11 @@ static void put_ray(const char *key, RTCScene scene, float ox, float oy, float o
   end();
 }
 
-/* One device's life with the monitor set at once: scene, mesh, commit, releases. */
-static void monitored_run(const char *prefix, const char *refuse, int device_first) {
+enum release_order { SCENE_FIRST, DEVICE_FIRST, SCENE_RETAINED };
+
+/* One device's life with the monitor set at once (rtcNewDevice's own allocations come before any
+   monitor can be set, in C as in memlife): scene, mesh, commit, rays, releases. */
+static void monitored_run(const char *prefix, const char *refuse, enum release_order order) {
   char key[96];
   RTCDevice device = rtcNewDevice("threads=1");
   rtcSetDeviceErrorFunction(device, on_error, NULL);
@@ -554,13 +557,19 @@ static void monitored_run(const char *prefix, const char *refuse, int device_fir
     snprintf(key, sizeof key, "%s.ray.mask0", prefix);
     put_ray(key, scene, 2.25f, 3.5f, -1, 0, 0, 1, INFINITY, 0);
   }
-  if (device_first) {
+  if (order == DEVICE_FIRST) {
     phase = "releaseDevice";
     rtcReleaseDevice(device);
   }
+  if (order == SCENE_RETAINED) {
+    /* Only the last release frees anything. */
+    rtcRetainScene(scene);
+    phase = "releaseRetainedScene";
+    rtcReleaseScene(scene);
+  }
   phase = "releaseScene";
   rtcReleaseScene(scene);
-  if (!device_first) {
+  if (order != DEVICE_FIRST) {
     phase = "releaseDevice";
     rtcReleaseDevice(device);
   }
@@ -597,11 +606,12 @@ static void embree(void) {
   else { begin("rtc.getProperty(2^32+1)"); printf("{\"value\":%zd}", wrapped); end(); }
   rtcReleaseDevice(device);
 
-  monitored_run("rtc.run", NULL, 0);
-  monitored_run("rtc.refuseMesh", "addTriangleMesh", 0);
-  monitored_run("rtc.refuseCommit", "commit", 0);
+  monitored_run("rtc.run", NULL, SCENE_FIRST);
+  monitored_run("rtc.refuseMesh", "addTriangleMesh", SCENE_FIRST);
+  monitored_run("rtc.refuseCommit", "commit", SCENE_FIRST);
   /* Embree calls the monitor while a scene is released after its device. */
-  monitored_run("rtc.deviceFirst", NULL, 1);
+  monitored_run("rtc.deviceFirst", NULL, DEVICE_FIRST);
+  monitored_run("rtc.sceneRetained", NULL, SCENE_RETAINED);
 }
 
 int main(void) {

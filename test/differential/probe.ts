@@ -292,7 +292,7 @@ for (let y = 0, i = 0; y < GRID; y++) {
   }
 }
 
-async function monitoredRun(prefix: string, refusePhase: string | null, deviceFirst = false): Promise<void> {
+async function monitoredRun(prefix: string, refusePhase: string | null, order: "sceneFirst" | "deviceFirst" | "sceneRetained" = "sceneFirst"): Promise<void> {
   let phase = "";
   let refused = false;
   let sum = 0;
@@ -322,13 +322,18 @@ async function monitoredRun(prefix: string, refusePhase: string | null, deviceFi
     ];
     for (const [name, ray] of rays) put(`${prefix}.ray.${name}`, scene.intersect1(ray));
   }
-  if (deviceFirst) {
+  if (order === "deviceFirst") {
     phase = "releaseDevice";
     device.release();
   }
+  if (order === "sceneRetained") {
+    scene.retain();
+    phase = "releaseRetainedScene";
+    scene.release();
+  }
   phase = "releaseScene";
   scene.release();
-  if (!deviceFirst) {
+  if (order !== "deviceFirst") {
     phase = "releaseDevice";
     device.release();
   }
@@ -359,7 +364,8 @@ async function embree(): Promise<void> {
   await monitoredRun("rtc.refuseMesh", "addTriangleMesh");
   await monitoredRun("rtc.refuseCommit", "commit");
   // Embree calls the monitor while a scene is released after its device.
-  await monitoredRun("rtc.deviceFirst", null, true);
+  await monitoredRun("rtc.deviceFirst", null, "deviceFirst");
+  await monitoredRun("rtc.sceneRetained", null, "sceneRetained");
 }
 
 await opencl();
