@@ -5,7 +5,9 @@
  *
  * Value forms (both probes): {"ok":true,...} a call that succeeded, {"code":N,"fn":"clX"} a status
  * or error code, {"null":true,"fn":"clSVMAlloc"} clSVMAlloc's NULL (it has no code); plain values
- * for info queries. Build: cc -O1 -o probe probe.c -lOpenCL -lembree3 (-DEMBREE_MAJOR=4 -lembree4).
+ * for info queries. The spec builds it against the very libraries memlife loaded, e.g.
+ *   cc -O1 -DEMBREE_MAJOR=3 -o probe probe.c -l:libOpenCL.so.1 -l:libembree3.so.3
+ * Values that do not fit a parameter's C type are cast here as a C caller's would be (truncated).
  */
 #define CL_TARGET_OPENCL_VERSION 300
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
