@@ -4,7 +4,8 @@
  * call; use after release and double release of every kind of object; parents released before
  * their children; memory native code keeps that is resizable or detached.
  */
-import { after, assert, describe, runScript, skip, test } from "./harness.ts";
+import { afterAll as after, describe, test } from "vitest";
+import { assert, runScript, skip } from "./helpers.ts";
 import { cl, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
 import { embree } from "../src/embree/native.ts";
@@ -365,7 +366,7 @@ describe("memory native code keeps must not move, shrink or be detached", () => 
       assert.equal(result.signal, null, `${mode} crashed: ${result.signal}\n${result.stderr}`);
       assert.equal(result.code, 0, result.stderr);
       assert.match(result.stdout, /^refused: TypeError: /m, result.stdout + result.stderr);
-    }, { timeout: 40_000 });
+    }, 40_000);
   }
 });
 
@@ -495,7 +496,7 @@ describe("parents released before their children", () => {
       assert.equal(result.signal, null, `crashed: ${result.signal}\n${result.stderr}`);
       assert.equal(result.code, 0, result.stdout + result.stderr);
       assert.match(result.stdout, /^ok$/m);
-    }, { timeout: 40_000 });
+    }, 40_000);
   }
 });
 

@@ -1,0 +1,375 @@
+/**
+ * The memlife side of test/differential.spec.ts: the script of test/differential/probe.c, call for
+ * call, through memlife's public API, printing the same observations ({"k": key, "v": value}, one
+ * JSON line each). A memlife error becomes {"code","fn"} (OpenCLError, EmbreeError) or
+ * {"throws": name} (TypeError, RangeError, ReleasedError: refused before any native call).
+ */
+import process from "node:process";
+import { setTimeout as sleep } from "node:timers/promises";
+import { cl, EmbreeError, OpenCLError, rtc } from "../../src/mod.ts";
+
+type Value = unknown;
+
+function put(k: string, v: Value): void {
+  process.stdout.write(JSON.stringify({ k, v }) + "\n");
+}
+
+function failure(error: unknown): Value {
+  if (error instanceof OpenCLError || error instanceof EmbreeError) return { code: error.code, fn: error.fn };
+  if (error instanceof Error) return { throws: error.name, message: error.message };
+  return { throws: String(error) };
+}
+
+/** Runs `fn` and records `{ ok: true, ...extra }`, or what it threw. Returns its result, if any. */
+function observe<T>(k: string, fn: () => T, extra?: (result: T) => Record<string, unknown>): T | undefined {
+  try {
+    const result = fn();
+    put(k, { ok: true, ...extra?.(result) });
+    return result;
+  } catch (error) {
+    put(k, failure(error));
+    return undefined;
+  }
+}
+
+async function observeAsync(k: string, fn: () => Promise<unknown>): Promise<void> {
+  try {
+    await fn();
+    put(k, { ok: true });
+  } catch (error) {
+    put(k, failure(error));
+  }
+}
+
+async function opencl(): Promise<void> {
+  const platforms = cl.getPlatforms();
+  put("cl.platforms.count", platforms.length);
+  if (platforms.length === 0) return;
+  const platform = platforms[0];
+  put("cl.platform.name", platform.name);
+  put("cl.platform.vendor", platform.vendor);
+  put("cl.platform.version", platform.version);
+  put("cl.platform.profile", platform.profile);
+  put("cl.platform.extensions", platform.extensions);
+
+  const T = cl.DeviceType;
+  const types: [string, number][] = [
+    ["DEFAULT", T.DEFAULT], ["CPU", T.CPU], ["GPU", T.GPU], ["ACCELERATOR", T.ACCELERATOR], ["CUSTOM", T.CUSTOM],
+    ["ALL", T.ALL], ["CPU|GPU", T.CPU | T.GPU], ["0x40", 0x40], ["0", 0],
+  ];
+  for (const [name, type] of types) {
+    try {
+      put(`cl.getDeviceIDs.${name}`, { devices: platform.getDevices(type).map((d) => d.name) });
+    } catch (error) {
+      put(`cl.getDeviceIDs.${name}`, failure(error));
+    }
+  }
+
+  const device = platform.getDevices()[0];
+  put("cl.device.name", device.name);
+  put("cl.device.vendor", device.vendor);
+  put("cl.device.version", device.version);
+  put("cl.device.driverVersion", device.driverVersion);
+  put("cl.device.typeMask", device.typeMask);
+  put("cl.device.globalMemSize", device.globalMemSize);
+  put("cl.device.maxMemAllocSize", device.maxMemAllocSize);
+  put("cl.device.maxComputeUnits", device.maxComputeUnits);
+  put("cl.device.svm", { ...device.svm });
+
+  const ctx = cl.createContext([device]);
+  const other = cl.createContext([device]);
+  put("cl.context.referenceCount", ctx.referenceCount);
+  const queue = ctx.createCommandQueue();
+  queue.retain();
+  put("cl.queue.referenceCountAfterRetain", queue.referenceCount);
+  queue.release();
+
+  observe("cl.createBuffer.size0", () => ctx.createBuffer(0));
+  observe("cl.createBuffer.overMaxAlloc", () => ctx.createBuffer(device.maxMemAllocSize + 1));
+  observe("cl.createBuffer.useHostPtrWithoutData", () => ctx.createBuffer(64, { hostPtr: "use" }));
+  // memlife's `access` names one flag; "read_only|write_only" is the nearest a program can get to both.
+  observe("cl.createBuffer.readOnlyAndWriteOnly", () => ctx.createBuffer(64, { access: "read_only|write_only" as cl.Access }));
+  const released = cl.createContext([device]);
+  released.release();
+  observe("cl.createBuffer.invalidContext", () => released.createBuffer(64));
+  const host = new Float32Array(16);
+  const used = ctx.createBuffer(host, { hostPtr: "use" });
+  put("cl.buffer.useHostPtr.flags", used.flags);
+  put("cl.buffer.useHostPtr.hasHostPointer", used.hostPointer !== 0n);
+  used.release();
+  for (const [key, options] of [
+    ["cl.buffer.copyHostPtr.flags", { hostPtr: "copy" }],
+    ["cl.buffer.allocHostPtr.flags", { hostPtr: "alloc" }],
+    ["cl.buffer.readOnly.flags", { access: "read_only" }],
+  ] as const) {
+    const made = ctx.createBuffer(host, options);
+    put(key, made.flags);
+    made.release();
+  }
+
+  const buf = ctx.createBuffer(1024);
+  observe("cl.setDestructorCallback.null", () => buf.setDestructorCallback(null as unknown as cl.DestructorCallback));
+  buf.retain();
+  put("cl.buffer.referenceCountAfterRetain", buf.referenceCount);
+  buf.release();
+  const order: number[] = [];
+  for (const n of [1, 2, 3]) buf.setDestructorCallback(() => order.push(n));
+  const destroyed = buf.destroyed;
+  buf.release();
+  await destroyed;
+  put("cl.destructorOrder", order);
+
+  const mem = ctx.createBuffer(64);
+  const bytes = new Uint8Array(64);
+  for (const [what, enqueue] of [
+    ["write", () => queue.enqueueWriteBuffer(mem, bytes)],
+    ["read", () => queue.enqueueReadBuffer(mem, bytes)],
+  ] as const) {
+    const event = observe(`cl.${what}.enqueue`, enqueue);
+    if (event === undefined) continue;
+    put(`cl.${what}.commandType`, event.commandType);
+    await observeAsync(`cl.${what}.wait`, () => event.wait());
+    put(`cl.${what}.status`, event.status);
+    event.release();
+  }
+  for (let i = 0; i < 64; i++) bytes[i] = i * 3;
+  await queue.writeBuffer(mem, bytes);
+  put("cl.read.dataAtOffset16", [...await queue.readBuffer(mem, new Uint8Array(16), { offset: 16 })]);
+  // An empty typed array: C passes a valid pointer and size 0.
+  for (const [what, enqueue] of [
+    ["write", () => queue.enqueueWriteBuffer(mem, new Uint8Array(0))],
+    ["read", () => queue.enqueueReadBuffer(mem, new Uint8Array(0))],
+  ] as const) {
+    const event = observe(`cl.${what}.size0`, enqueue);
+    if (event !== undefined) {
+      await event.wait().catch(() => {});
+      event.release();
+    }
+  }
+  const atEnd = observe("cl.read.size0AtEnd", () => queue.enqueueReadBuffer(mem, new Uint8Array(0), { offset: 64 }));
+  if (atEnd !== undefined) {
+    await atEnd.wait().catch(() => {});
+    atEnd.release();
+  }
+  observe("cl.write.outOfBounds", () => queue.enqueueWriteBuffer(mem, bytes, { offset: 32 }));
+  observe("cl.write.waitListNull", () => queue.enqueueWriteBuffer(mem, bytes, { waitFor: [null as unknown as cl.Event] }));
+  const foreign = other.createUserEvent();
+  observe("cl.write.waitListOtherContext", () => queue.enqueueWriteBuffer(mem, bytes, { waitFor: [foreign] }));
+  foreign.setStatus(0);
+  foreign.release();
+  put("cl.context.referenceCountWithChildren", ctx.referenceCount);
+
+  let user = ctx.createUserEvent();
+  put("cl.userEvent.commandType", user.commandType);
+  put("cl.userEvent.initialStatus", user.status);
+  observe("cl.userEvent.setStatus(1)", () => user.setStatus(1));
+  observe("cl.userEvent.setStatus(2)", () => user.setStatus(cl.ExecutionStatus.SUBMITTED));
+  const waiting = observe("cl.userEvent.dependentWrite.enqueue", () => queue.enqueueWriteBuffer(mem, bytes, { waitFor: [user] }));
+  observe("cl.userEvent.setStatus(-5)", () => user.setStatus(-5));
+  put("cl.userEvent.statusAfterFailure", user.status);
+  observe("cl.userEvent.setStatusAgain", () => user.setStatus(0));
+  if (waiting !== undefined) {
+    await observeAsync("cl.userEvent.dependentWrite.wait", () => waiting.wait());
+    put("cl.userEvent.dependentWrite.status", waiting.status);
+    waiting.release();
+  }
+  user.release();
+  user = ctx.createUserEvent();
+  observe("cl.userEvent.setStatus(-2^32)", () => user.setStatus(-(2 ** 32)));
+  put("cl.userEvent.setStatus(-2^32).status", user.status);
+  try {
+    user.setStatus(0);
+  } catch {
+    // already set by the wrapped call above
+  }
+  user.release();
+  await queue.finish();
+
+  // A buffer released while an enqueued command still uses it: destroyed once the command ran.
+  let gate = ctx.createUserEvent();
+  const pending = ctx.createBuffer(64);
+  const pendingOrder: number[] = [];
+  for (const n of [1, 2]) pending.setDestructorCallback(() => pendingOrder.push(n));
+  const pendingDestroyed = pending.destroyed;
+  const gated = queue.enqueueWriteBuffer(pending, bytes, { waitFor: [gate] });
+  pending.release();
+  await sleep(50);
+  const callsBeforeCommand = pendingOrder.length;
+  gate.setStatus(0);
+  await gated.wait();
+  await queue.finish();
+  await Promise.race([pendingDestroyed, sleep(5000)]);
+  put("cl.destructor.pendingCommand", { callsBeforeCommand, callsAfter: pendingOrder.length, order: pendingOrder });
+  gated.release();
+  gate.release();
+
+  mem.release();
+
+  if (device.svm.coarseGrainBuffer) {
+    const svm = (k: string, size: number, options: cl.SVMOptions) => {
+      const alignment = options.alignment ?? 0;
+      const a = observe(k, () => ctx.svmAlloc(size, options), (a) => ({ aligned: alignment === 0 || a.address % BigInt(alignment) === 0n }));
+      a?.release();
+    };
+    svm("cl.svmAlloc.plain", 4096, {});
+    svm("cl.svmAlloc.align4096", 4096, { alignment: 4096 });
+    svm("cl.svmAlloc.align3", 4096, { alignment: 3 });
+    svm("cl.svmAlloc.size0", 0, {});
+    svm("cl.svmAlloc.overMaxAlloc", device.maxMemAllocSize + 1, {});
+    svm("cl.svmAlloc.fineGrain", 4096, { fineGrain: true });
+    svm("cl.svmAlloc.fineGrainAtomics", 4096, { fineGrain: true, atomics: true });
+    svm("cl.svmAlloc.atomicsWithoutFineGrain", 4096, { atomics: true });
+    svm("cl.svmAlloc.align2^32", 4096, { alignment: 2 ** 32 });
+
+    const given = Array.from({ length: 32 }, () => ctx.svmAlloc(256));
+    const seen = { calls: 0, count: -1, order: [] as number[] };
+    const onFree = (_q: cl.CommandQueue, list: cl.SVMAllocation[]) => {
+      seen.calls++;
+      seen.count = list.length;
+      seen.order = list.map((a) => given.indexOf(a));
+    };
+    const event = observe("cl.svmFree.enqueue", () => queue.enqueueSVMFree(given, { onFree }));
+    if (event !== undefined) {
+      put("cl.svmFree.commandType", event.commandType);
+      await observeAsync("cl.svmFree.wait", () => event.wait());
+      await queue.finish();
+      put("cl.svmFree.status", event.status);
+      event.release();
+      put("cl.svmFree.callback", seen);
+    }
+    // A free that waits for a user event: its callback comes after the event completed.
+    const pair = [ctx.svmAlloc(256), ctx.svmAlloc(256)];
+    const waited = { calls: 0, order: [] as number[] };
+    gate = ctx.createUserEvent();
+    const freeEvent = observe("cl.svmFree.waitFor.enqueue", () =>
+      queue.enqueueSVMFree(pair, {
+        waitFor: [gate],
+        onFree: (_q, list) => {
+          waited.calls++;
+          waited.order = list.map((a) => pair.indexOf(a));
+        },
+      }));
+    if (freeEvent !== undefined) {
+      await sleep(50);
+      const callsBeforeEvent = waited.calls;
+      gate.setStatus(0);
+      await observeAsync("cl.svmFree.waitFor.wait", () => freeEvent.wait());
+      put("cl.svmFree.waitFor.callback", { callsBeforeEvent, callsAfterWait: waited.calls, order: waited.order });
+      await queue.finish();
+      freeEvent.release();
+    }
+    gate.release();
+
+    const empty = { calls: 0, count: -1 };
+    const emptyEvent = observe("cl.svmFree.empty.enqueue", () =>
+      queue.enqueueSVMFree([], {
+        onFree: (_q, list) => {
+          empty.calls++;
+          empty.count = list.length;
+        },
+      }));
+    if (emptyEvent !== undefined) {
+      await observeAsync("cl.svmFree.empty.wait", () => emptyEvent.wait());
+      await queue.finish();
+      emptyEvent.release();
+      put("cl.svmFree.empty.callback", empty);
+    }
+  }
+  queue.release();
+  other.release();
+  ctx.release();
+}
+
+/** The 8x8 grid of quads of probe.c, two triangles each. */
+const GRID = 8;
+const vertices = new Float32Array((GRID + 1) * (GRID + 1) * 3);
+const indices = new Uint32Array(GRID * GRID * 6);
+for (let y = 0, v = 0; y <= GRID; y++) for (let x = 0; x <= GRID; x++, v++) vertices.set([x, y, 0], 3 * v);
+for (let y = 0, i = 0; y < GRID; y++) {
+  for (let x = 0; x < GRID; x++, i += 6) {
+    const a = y * (GRID + 1) + x, b = a + 1, c = a + GRID + 1, d = c + 1;
+    indices.set([a, b, c, b, d, c], i);
+  }
+}
+
+async function monitoredRun(prefix: string, refusePhase: string | null, order: "sceneFirst" | "deviceFirst" | "sceneRetained" = "sceneFirst"): Promise<void> {
+  let phase = "";
+  let refused = false;
+  let sum = 0;
+  const calls: [string, number, boolean][] = [];
+  const device = rtc.newDevice("threads=1");
+  device.setMemoryMonitorFunction((bytes, post) => {
+    const refuse = bytes > 0 && !post && !refused && phase === refusePhase;
+    if (refuse) refused = true;
+    if (!refuse || post || bytes <= 0) sum += bytes;
+    calls.push([phase, bytes, post]);
+    return !refuse;
+  });
+  phase = "newScene";
+  const scene = device.newScene();
+  phase = "addTriangleMesh";
+  observe(`${prefix}.addTriangleMesh`, () => scene.addTriangleMesh(vertices, indices));
+  phase = "commit";
+  await observeAsync(`${prefix}.commit`, () => scene.commit());
+  if (refusePhase === null) {
+    phase = "intersect1";
+    const rays: [string, rtc.Ray][] = [
+      ["hit", { origin: [2.25, 3.5, -1], direction: [0, 0, 1] }],
+      ["backface", { origin: [0.7, 0.2, 5], direction: [0, 0, -2] }],
+      ["miss", { origin: [20, 20, -1], direction: [0, 0, 1] }],
+      ["tooShort", { origin: [2.25, 3.5, -1], direction: [0, 0, 1], tfar: 0.5 }],
+      ["mask0", { origin: [2.25, 3.5, -1], direction: [0, 0, 1], mask: 0 }],
+    ];
+    for (const [name, ray] of rays) put(`${prefix}.ray.${name}`, scene.intersect1(ray));
+  }
+  if (order === "deviceFirst") {
+    phase = "releaseDevice";
+    device.release();
+  }
+  if (order === "sceneRetained") {
+    scene.retain();
+    phase = "releaseRetainedScene";
+    scene.release();
+  }
+  phase = "releaseScene";
+  scene.release();
+  if (order !== "deviceFirst") {
+    phase = "releaseDevice";
+    device.release();
+  }
+  put(`${prefix}.monitor`, { calls, sum });
+}
+
+async function embree(): Promise<void> {
+  for (const config of ["threads=1", "", "threads=abc", "bogus=1", "isa=bogus", "threads=1,verbose=0"]) {
+    observe(`rtc.newDevice(${JSON.stringify(config)})`, () => rtc.newDevice(config).release());
+  }
+  const device = rtc.newDevice("threads=1");
+  const properties = [0, 1, 2, 3, 32, 33, 34, 35, 63, 64, 65, 66, 67, 68, 96, 97, 98, 99, 100, 101, 128, 129, 130, 4, 131, 999, -1];
+  for (const p of properties) {
+    try {
+      put(`rtc.getProperty(${p})`, { value: device.getProperty(p) });
+    } catch (error) {
+      put(`rtc.getProperty(${p})`, failure(error));
+    }
+  }
+  try {
+    put("rtc.getProperty(2^32+1)", { value: device.getProperty(2 ** 32 + 1) });
+  } catch (error) {
+    put("rtc.getProperty(2^32+1)", failure(error));
+  }
+  device.release();
+
+  await monitoredRun("rtc.run", null);
+  await monitoredRun("rtc.refuseMesh", "addTriangleMesh");
+  await monitoredRun("rtc.refuseCommit", "commit");
+  // Embree calls the monitor while a scene is released after its device.
+  await monitoredRun("rtc.deviceFirst", null, "deviceFirst");
+  await monitoredRun("rtc.sceneRetained", null, "sceneRetained");
+}
+
+await opencl();
+await embree();
+// Which libraries memlife loaded: the spec links the C probe against the same ones.
+put("meta.opencl", cl.library().path);
+put("meta.embree", { major: rtc.version!.major, path: rtc.version!.path });
