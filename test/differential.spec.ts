@@ -200,7 +200,7 @@ async function compare(select: (key: string) => boolean): Promise<void> {
 const groups: ((key: string) => boolean)[] = [];
 function group(name: string, select: (key: string) => boolean): void {
   groups.push(select);
-  test(name, () => compare(select), { timeout: 90_000 });
+  test(name, () => compare(select), 90_000);
 }
 
 const known = {
