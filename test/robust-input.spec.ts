@@ -153,7 +153,7 @@ describe("integers are range-checked for their C type", () => {
     await rejects(() => queue.writeBuffer(buf, data, { offset: 1.5 }), R, "writeBuffer offset 1.5");
   });
 
-  test("userEvent.setStatus (cl_int, <= 0)", async () => {
+  test("userEvent.setStatus (cl_int, <= 0)", () => {
     const event = ctx.createUserEvent();
     table([
       ["-(2 ** 32)", () => event.setStatus(-(2 ** 32)), R],
