@@ -66,8 +66,11 @@ export function defer<T>(task: Task<T>, arg: T): void {
 
 // --- exceptions thrown by user callbacks ---------------------------------------------------------
 
-/** Where an exception thrown by a user callback came from. */
-export type CallbackSource = "destructor" | "svmFree" | "memoryMonitor";
+/**
+ * Where an exception thrown by a user callback came from; "release" is the failure of a native
+ * release that runs off the JS thread after `release()` returned, which no caller can receive.
+ */
+export type CallbackSource = "destructor" | "svmFree" | "memoryMonitor" | "release";
 export type CallbackErrorHandler = (error: unknown, source: CallbackSource) => void;
 let errorHandler: CallbackErrorHandler | null = null;
 

@@ -75,8 +75,20 @@ export class Event {
    * OpenCLError if the command failed, or with what a callback threw.
    */
   async wait(): Promise<void> {
-    const list = pointerArray([this.handle()]);
-    check("clWaitForEvents", await opencl().async.clWaitForEvents(1, list) as number);
+    const handle = this.handle();
+    // The cl_event must outlive the wait even if the program releases it meanwhile (a released
+    // event waited on crashes PoCL): the wait holds a reference of its own, and its context.
+    check("clRetainEvent", opencl().symbols.clRetainEvent(handle));
+    const context = this.context;
+    context.adopt();
+    let status: number;
+    try {
+      status = await opencl().async.clWaitForEvents(1, pointerArray([handle])) as number;
+    } finally {
+      opencl().symbols.clReleaseEvent(handle);
+      context.disown();
+    }
+    check("clWaitForEvents", status);
     await this.#after;
   }
 

@@ -1,6 +1,6 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { QueueInfo } from "./constants.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
@@ -10,9 +10,24 @@ import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFree
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-  void opencl().async.clReleaseCommandQueue(handle).finally(() => context.disown());
-});
+const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => releaseQueue(handle, context));
+
+/**
+ * The native release, off the JS thread (it may finish the queue). No caller can receive its
+ * failure: it goes to `onCallbackError` (source "release").
+ */
+function releaseQueue(handle: Pointer, context: Context): void {
+  opencl().async.clReleaseCommandQueue(handle).then(
+    (status) => {
+      context.disown();
+      if (status !== 0) reportCallbackError(new OpenCLError("clReleaseCommandQueue", status as number), "release");
+    },
+    (error) => {
+      context.disown();
+      reportCallbackError(error, "release");
+    },
+  );
+}
 
 let clEnqueueSVMFree: ((...args: unknown[]) => unknown) | undefined;
 
@@ -52,7 +67,7 @@ export class CommandQueue {
   #handle: Pointer | null;
   #refs = 1;
   /** JS-side completions owed by this queue's commands (onFree callbacks). */
-  #pending = new Set<Promise<void>>();
+  #pending = new Set<Promise<unknown>>();
   readonly context: Context;
   readonly device: Device;
   [inRegistry] = false;
@@ -186,7 +201,7 @@ export class CommandQueue {
     return eventFrom(eventOut, this.context, settled);
   }
 
-  #track(work: Promise<void>): void {
+  #track(work: Promise<unknown>): void {
     const pending = this.#pending;
     pending.add(work);
     const forget = () => void pending.delete(work);
@@ -200,8 +215,10 @@ export class CommandQueue {
 
   /** Resolves once every queued command completed and their callbacks (e.g. `onFree`) ran. */
   async finish(): Promise<void> {
-    const status = await opencl().async.clFinish(this.handle()) as number;
-    check("clFinish", status);
+    const call = opencl().async.clFinish(this.handle()) as Promise<number>;
+    // release() waits for it: the queue must not be released under a clFinish still running.
+    this.#track(call);
+    check("clFinish", await call);
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
   }
 
@@ -228,14 +245,8 @@ export class CommandQueue {
       net.remove(this);
     }
     const context = this.context;
-    const nativeRelease = async () => {
-      try {
-        check("clReleaseCommandQueue", await opencl().async.clReleaseCommandQueue(handle) as number);
-      } finally {
-        context.disown();
-      }
-    };
-    if (this.#pending.size === 0) void nativeRelease();
+    const nativeRelease = () => releaseQueue(handle, context);
+    if (this.#pending.size === 0) nativeRelease();
     else void Promise.allSettled([...this.#pending]).then(nativeRelease);
   }
 
