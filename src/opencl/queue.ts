@@ -190,15 +190,15 @@ export class CommandQueue {
     }
     const given = allocations.slice();
     const pointers = given.map((a) => a.pointer());
-    const { id, settled } = registerFree(this, this.context.nativeHandle(), given, pointers, onFree);
+    const { id, outcome } = registerFree(this, this.context.nativeHandle(), given, pointers, onFree);
     const status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
     if (status !== 0) {
       abandonFree(id);
       throw new OpenCLError("clEnqueueSVMFree", status);
     }
     for (const a of given) a.surrender();
-    this.#track(settled);
-    return eventFrom(eventOut, this.context, settled);
+    this.#track(outcome.done);
+    return eventFrom(eventOut, this.context, outcome);
   }
 
   #track(work: Promise<unknown>): void {

@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
-import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { CallbackOutcome, defer, finalizerState, IdTable, inRegistry, owe, paid, returnedPromise, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { MemFlags } from "./constants.ts";
 import { optionalSymbol } from "./native.ts";
@@ -168,7 +168,8 @@ export class SVMAllocation {
 
 // --- clEnqueueSVMFree ----------------------------------------------------------------------------
 
-export type SVMFreeCallback = (queue: CommandQueue, allocations: SVMAllocation[]) => void;
+/** May be `async`: a rejection of the promise it returns counts as a throw. */
+export type SVMFreeCallback = (queue: CommandQueue, allocations: SVMAllocation[]) => unknown;
 
 interface PendingFree {
   readonly queue: CommandQueue;
@@ -177,7 +178,7 @@ interface PendingFree {
   /** Kept here: in Bun the native svm_pointers array is gone by the time the callback runs. */
   readonly pointers: Pointer[];
   readonly onFree: SVMFreeCallback;
-  readonly done: (error?: unknown) => void;
+  readonly outcome: CallbackOutcome;
 }
 
 const pendingFrees = new IdTable<PendingFree>();
@@ -193,38 +194,42 @@ export function svmFreeTrampoline(): ReturnType<typeof backend.callback> {
 }
 
 function runFree(entry: PendingFree): void {
+  let threw = false;
   let failure: unknown;
+  let later: PromiseLike<unknown> | undefined;
   try {
-    entry.onFree(entry.queue, entry.allocations);
+    later = returnedPromise(entry.onFree(entry.queue, entry.allocations));
   } catch (error) {
+    // Whatever was thrown, `undefined` included, is a failure.
+    threw = true;
     failure = error;
-    reportCallbackError(error, "svmFree");
   } finally {
     // pfn_free_func owns the freeing: every pointer exactly once, whatever onFree did.
     const free = opencl_clSVMFree();
     for (const pointer of entry.pointers) free(entry.context, pointer);
   }
-  entry.done(failure);
+  if (later === undefined) entry.outcome.settle(threw, failure);
+  else {
+    // An `async` onFree: its rejection is its throw, delivered like one.
+    Promise.resolve(later).then(
+      () => entry.outcome.settle(false),
+      (error) => entry.outcome.settle(true, error),
+    );
+  }
 }
 
-/** Registers a free whose callback is owed; returns its user_data id and the promise it settles. */
+/** Registers a free whose callback is owed; returns its user_data id and the outcome it settles. */
 export function registerFree(
   queue: CommandQueue,
   context: Pointer,
   allocations: SVMAllocation[],
   pointers: Pointer[],
   onFree: SVMFreeCallback,
-): { id: number; settled: Promise<void> } {
-  let done!: (error?: unknown) => void;
-  const settled = new Promise<void>((resolve, reject) => {
-    done = (error) => (error === undefined ? resolve() : reject(error));
-  });
-  // Bookkeeping copies of `settled` must not turn a throwing onFree into an unhandled rejection
-  // too: it is reported once, and `event.wait()` still rejects with it.
-  settled.catch(() => {});
-  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, done });
+): { id: number; outcome: CallbackOutcome } {
+  const outcome = new CallbackOutcome("svmFree");
+  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, outcome });
   owe();
-  return { id, settled };
+  return { id, outcome };
 }
 
 export function abandonFree(id: number): void {
