@@ -334,6 +334,8 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
   return {
     path,
     symbols: symbols as NativeLibrary<T>["symbols"],
+    // A JSCallback may run inside any bun:ffi call: nothing to guard.
+    unguarded: symbols as NativeLibrary<T>["unguarded"],
     async: asyncBindings as NativeLibrary<T>["async"],
   };
 }

@@ -213,6 +213,8 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
   return {
     path,
     symbols: symbols as NativeLibrary<T>["symbols"],
+    // koffi has no fast-call path that a callback could break.
+    unguarded: symbols as NativeLibrary<T>["unguarded"],
     async: async as NativeLibrary<T>["async"],
   };
 }

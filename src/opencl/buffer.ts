@@ -5,7 +5,7 @@ import { backend } from "../backend.ts";
 import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, returnedPromise, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { MemFlags, MemInfo } from "./constants.ts";
-import { check, infoPointer, infoU64, opencl, symbols } from "./native.ts";
+import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
 
 /** May be `async`: `destroyed` waits for the promise it returns, and a rejection counts as a throw. */
@@ -309,10 +309,12 @@ export class Buffer {
       this.#handle = null;
       net.remove(this);
     }
-    const status = symbols.clReleaseMemObject(handle);
+    const entry = this.#destructor;
+    // With no destructor callback registered nothing can call back into JS during the release,
+    // so the unguarded binding may keep Deno's fast call (0.25 us less per buffer).
+    const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
     if (last) this.context.disown();
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
-    const entry = this.#destructor;
     if (last && entry !== undefined && !entry.delivered) {
       // Delivered later (a driver thread, or a command still using it): keep the program alive.
       entry.owed = true;
