@@ -8,7 +8,8 @@ import { assert, describe, runScript, runtime, test, withTimeout } from "./harne
 import { AsyncQueue } from "../ffi/async-queue.ts";
 import { embreeSymbols } from "../ffi/symbols/embree.ts";
 import { openclSymbols } from "../ffi/symbols/opencl.ts";
-import { cl, onCallbackError } from "../src/mod.ts";
+import { cl, onCallbackError, OpenCLError } from "../src/mod.ts";
+import { releaseContext } from "../src/opencl/context.ts";
 import { opencl } from "../src/opencl/native.ts";
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
@@ -69,6 +70,24 @@ describe("many asynchronous calls at once", () => {
     assert.deepEqual(results.filter((r) => r.status === "fulfilled").length, 49);
     assert.equal(q.running, 0);
     assert.equal(q.queued, 0);
+  });
+
+  test("a native release that fails after release() returned goes to onCallbackError with source \"release\"", async () => {
+    const seen: [unknown, string][] = [];
+    onCallbackError((error, source) => void seen.push([error, source]));
+    try {
+      // The ICD loader answers clReleaseContext(NULL) with CL_INVALID_CONTEXT.
+      releaseContext(null);
+      for (let i = 0; i < 500 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(seen.length, 1);
+      const [error, source] = seen[0];
+      assert.equal(source, "release");
+      assert.ok(error instanceof OpenCLError);
+      assert.equal(error.codeName, "CL_INVALID_CONTEXT");
+      assert.equal(error.fn, "clReleaseContext");
+    } finally {
+      onCallbackError(null);
+    }
   });
 
   test("releases made while the async calls are busiest all reach OpenCL, with no unhandled rejection (child process)", async () => {

@@ -14,10 +14,11 @@ import { SVMAllocation, type SVMOptions } from "./svm.ts";
 const net = new SafetyNet<Pointer>(releaseContext);
 
 /**
- * The native release, off the JS thread (on some drivers it waits for destructor callbacks that
- * wait for the JS thread). No caller can receive its failure: it goes to `onCallbackError`.
+ * @internal The native release, off the JS thread (on some drivers it waits for destructor
+ * callbacks that wait for the JS thread). No caller can receive its failure: it goes to
+ * `onCallbackError` (source "release"). Exported for the tests only, not by mod.ts.
  */
-function releaseContext(handle: Pointer): void {
+export function releaseContext(handle: Pointer | null): void {
   opencl().async.clReleaseContext(handle).then(
     (status) => {
       if (status !== 0) reportCallbackError(new OpenCLError("clReleaseContext", status as number), "release");
