@@ -104,6 +104,7 @@ export const openclSymbols = {
     args: ["ptr", "u32", "buffer", "fn", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_uint num_svm_pointers, void *svm_pointers[], void (CL_CALLBACK *pfn_free_func)(cl_command_queue, cl_uint, void *[], void *), void *user_data, cl_uint num_events, const cl_event *wait_list, cl_event *event
     returns: "i32",
     optional: true, // OpenCL 2.0
+    reentrant: true, // NVIDIA may run pfn_free_func inside the call
   },
   clEnqueueSVMMemcpy: {
     args: ["ptr", "u32", "ptr", "ptr", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_bool blocking_copy, void *dst_ptr, const void *src_ptr, size_t size, cl_uint num_events, const cl_event *wait_list, cl_event *event

@@ -30,6 +30,7 @@ function releaseQueue(handle: Pointer, context: Context): void {
 }
 
 let clEnqueueSVMFree: ((...args: unknown[]) => unknown) | undefined;
+let clEnqueueSVMFreeQuiet: ((...args: unknown[]) => unknown) | undefined;
 
 export interface TransferOptions {
   /** Byte offset into the buffer (default 0). */
@@ -180,11 +181,13 @@ export class CommandQueue {
       a.pointer(); // ReleasedError if already freed
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
+    // Without onFree there is no callback to run inside the call: keep Deno's fast call.
+    clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
     const { count, list } = waitList(waitFor);
     const array = n > 0 ? scratchPointers(n) : null;
     for (let i = 0; i < n; i++) array![i] = allocations[i].address;
     if (onFree === undefined) {
-      check("clEnqueueSVMFree", svmFree(handle, n, array, null, 0, count, list, eventOut) as number);
+      check("clEnqueueSVMFree", clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number);
       for (let i = 0; i < n; i++) allocations[i].surrender();
       return eventFrom(eventOut, this.context);
     }
