@@ -9,7 +9,7 @@
  *   V8 inlines; every other symbol is Deno's own function, untouched.
  * - A JS callback that runs inside a V8 fast call (PoCL's destructor inside `clReleaseMemObject`)
  *   aborts the process whenever the caller's optimized code is invalidated meanwhile ("Lazy deopt
- *   after a fast API call with return value is unsupported", SIGILL; about 1 run in 20 of a
+ *   after a fast API call with return value is unsupported", SIGILL; 5 runs in 20 of issue 9's
  *   release-heavy loop, every run when the callback changes what the caller was optimized for).
  *   Deno 1.45 removed the `callback: true` flag that used to keep a symbol off the fast path, and
  *   2.9 ignores it. Symbols marked `reentrant` are therefore always called with one argument more
@@ -172,6 +172,8 @@ function offFastPath(raw: NativeFunction, arity: number): NativeFunction {
     case 4: return (a: A, b: A, c: A, d: A) => raw(a, b, c, d, x);
     case 5: return (a: A, b: A, c: A, d: A, e: A) => raw(a, b, c, d, e, x);
     case 6: return (a: A, b: A, c: A, d: A, e: A, f: A) => raw(a, b, c, d, e, f, x);
+    case 7: return (a: A, b: A, c: A, d: A, e: A, f: A, g: A) => raw(a, b, c, d, e, f, g, x);
+    case 8: return (a: A, b: A, c: A, d: A, e: A, f: A, g: A, h: A) => raw(a, b, c, d, e, f, g, h, x);
     default:
       return (...args: unknown[]) => {
         args.length = arity;
