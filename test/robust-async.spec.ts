@@ -36,6 +36,10 @@ describe("objects a pending operation uses stay alive natively", () => {
   test("a context released first while waits and finish() on its queue are in flight (child process)", async () => {
     await expectOk("async-release-pending.ts", ["context"]);
   }, { timeout: 70_000 });
+
+  test("SVM frees with onFree whose wait list failed: wait() rejects, onFree never runs, the program still ends (child process)", async () => {
+    await expectOk("async-failed-svm-free.ts", [], 30_000);
+  }, { timeout: 40_000 });
 });
 
 describe("many asynchronous calls at once", () => {

@@ -6,7 +6,7 @@ import { QueueInfo } from "./constants.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { Event, eventFrom, waitList } from "./event.ts";
-import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline } from "./svm.ts";
+import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline, watchFailure } from "./svm.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 
@@ -201,6 +201,7 @@ export class CommandQueue {
     }
     for (const a of given) a.surrender();
     this.#track(outcome.done);
+    if (count > 0) watchFailure(id, eventOut);
     return eventFrom(eventOut, this.context, outcome);
   }
 

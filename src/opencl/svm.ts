@@ -4,8 +4,8 @@ import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
 import { CallbackOutcome, defer, finalizerState, IdTable, inRegistry, owe, paid, returnedPromise, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
-import { MemFlags } from "./constants.ts";
-import { optionalSymbol } from "./native.ts";
+import { EventInfo, MemFlags } from "./constants.ts";
+import { infoU32, opencl, optionalSymbol } from "./native.ts";
 import type { Access } from "./buffer.ts";
 import type { Context } from "./context.ts";
 import type { CommandQueue } from "./queue.ts";
@@ -230,6 +230,51 @@ export function registerFree(
   const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, outcome });
   owe();
   return { id, outcome };
+}
+
+/**
+ * Frees whose command waits on events, watched until their callback arrives. PoCL never calls
+ * pfn_free_func, nor any event callback, when an event of the wait list failed: the allocations
+ * would stay allocated and the owed callback would keep the program alive for ever. So while such
+ * a free is owed, its event's status is polled; a failed command's allocations are freed here,
+ * once, without onFree (it never ran), and `wait()` rejects with the command's failure.
+ */
+const watched: { id: number; entry: PendingFree; event: Pointer }[] = [];
+let poll: ReturnType<typeof setInterval> | undefined;
+const POLL_MS = 50;
+
+export function watchFailure(id: number, eventSlot: BigUint64Array): void {
+  const entry = pendingFrees.get(id);
+  const event = backend.fromAddress(eventSlot[0]);
+  if (entry === undefined || event === null) return;
+  if (opencl().symbols.clRetainEvent(event) !== 0) return;
+  watched.push({ id, entry, event });
+  poll ??= setInterval(pollFailures, POLL_MS);
+}
+
+function pollFailures(): void {
+  const lib = opencl().symbols;
+  for (let i = watched.length - 1; i >= 0; i--) {
+    const { id, entry, event } = watched[i];
+    // Gone from the table, or the id reused: the callback arrived.
+    let done = pendingFrees.get(id) !== entry;
+    if (!done && (infoU32("clGetEventInfo", lib.clGetEventInfo, event, EventInfo.COMMAND_EXECUTION_STATUS) | 0) < 0) {
+      pendingFrees.delete(id);
+      paid();
+      const free = opencl_clSVMFree();
+      for (const pointer of entry.pointers) free(entry.context, pointer);
+      entry.outcome.settle(false);
+      done = true;
+    }
+    if (done) {
+      lib.clReleaseEvent(event);
+      watched.splice(i, 1);
+    }
+  }
+  if (watched.length === 0) {
+    clearInterval(poll);
+    poll = undefined;
+  }
 }
 
 export function abandonFree(id: number): void {
