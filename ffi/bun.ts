@@ -17,6 +17,7 @@
 import { CFunction, CString, cc, dlopen, FFIType, JSCallback, ptr, read, toArrayBuffer } from "bun:ffi";
 import type { FFIFunction, FFITypeOrString, Pointer as BunPointer } from "bun:ffi";
 import { fileURLToPath } from "node:url";
+import { AsyncQueue } from "./async-queue.ts";
 import type {
   Backend,
   Callback,
@@ -142,6 +143,13 @@ interface PendingCall {
 }
 
 const pending = new Map<number, PendingCall>();
+/**
+ * The relay pool grows by a thread for each call it cannot place (a fixed small pool would
+ * deadlock calls that wait on each other): this bounds the threads, and the chance that
+ * pthread_create fails and a release is lost, while staying far above what Deno (32 blocking
+ * threads) and Node (4 libuv threads) run at once.
+ */
+const asyncQueue = new AsyncQueue(256);
 let nextCallId = 1;
 let inFlight = 0;
 
@@ -245,7 +253,7 @@ function bindAsync(name: string, def: SymbolDef, fn: NativeFunction): (...args: 
   const arity = def.args.length;
   const types = def.args;
 
-  return (...given: unknown[]): Promise<unknown> => {
+  const start = (given: unknown[]): Promise<unknown> => {
     const words: unknown[] = new Array(ASYNC_ARGS).fill(0n);
     for (let i = 0; i < arity; i++) {
       let v = given[i];
@@ -273,6 +281,7 @@ function bindAsync(name: string, def: SymbolDef, fn: NativeFunction): (...args: 
     if (inFlight++ === 0) keepAlive!.ref();
     return promise;
   };
+  return (...given: unknown[]): Promise<unknown> => asyncQueue.run(() => start(given));
 }
 
 // ---------------------------------------------------------------------------- open
@@ -325,6 +334,8 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
   return {
     path,
     symbols: symbols as NativeLibrary<T>["symbols"],
+    // A JSCallback may run inside any bun:ffi call: nothing to guard.
+    unguarded: symbols as NativeLibrary<T>["unguarded"],
     async: asyncBindings as NativeLibrary<T>["async"],
   };
 }

@@ -7,8 +7,13 @@
  *   get a converting wrapper. A 64-bit *parameter* takes only a bigint on the fast-call path
  *   (turbocall): symbols with one get a wrapper of their exact arity that converts numbers, which
  *   V8 inlines; every other symbol is Deno's own function, untouched.
- *   A callback may run inside a fast call (PoCL's destructor inside `clReleaseMemObject`): that
- *   was stress-tested under forced compaction and is fine, so no symbol needs the slow path.
+ * - A JS callback that runs inside a V8 fast call (PoCL's destructor inside `clReleaseMemObject`)
+ *   aborts the process whenever the caller's optimized code is invalidated meanwhile ("Lazy deopt
+ *   after a fast API call with return value is unsupported", SIGILL; 5 runs in 20 of issue 9's
+ *   release-heavy loop, every run when the callback changes what the caller was optimized for).
+ *   Deno 1.45 removed the `callback: true` flag that used to keep a symbol off the fast path, and
+ *   2.9 ignores it. Symbols marked `reentrant` are therefore always called with one argument more
+ *   than declared (see `offFastPath`).
  * - A missing `optional: true` symbol is `null` (the contract says `undefined`), but its
  *   `nonblocking` twin is a function that rejects.
  * - A thread-safe callback called on the JS thread runs synchronously inside the native call;
@@ -138,10 +143,11 @@ function encodeCString(value: unknown, where: string): Uint8Array | null {
  * that turns number arguments of 64-bit parameters into bigints (see `widening`), encodes
  * `cstring` arguments and narrows a 64-bit result.
  */
-function adapt(raw: NativeFunction, def: SymbolDef, name: string): NativeFunction {
+function adapt(raw: NativeFunction, def: SymbolDef, name: string, guard: boolean): NativeFunction {
   const strings = def.args.flatMap((type, index) => (type === "cstring" ? [index] : []));
   const wideResult = isWide(def.returns);
-  const fn = def.args.some(isWide) ? widening(raw, def.args.map(isWide)) : raw;
+  const base = guard && def.reentrant ? offFastPath(raw, def.args.length) : raw;
+  const fn = def.args.some(isWide) ? widening(base, def.args.map(isWide)) : base;
   if (strings.length === 0 && !wideResult) return fn;
   return (...args: unknown[]) => {
     for (const index of strings) args[index] = encodeCString(args[index], name);
@@ -151,6 +157,34 @@ function adapt(raw: NativeFunction, def: SymbolDef, name: string): NativeFunctio
 }
 
 const big = (value: unknown): unknown => (typeof value === "number" ? BigInt(value) : value);
+
+/**
+ * Calls `raw` with one argument more than its `arity` declared parameters. V8 turns a call into a
+ * fast API call only when the argument count equals the C signature's (GetFastApiCallTarget), so
+ * every such call takes the regular API path, during which a JS callback may deoptimize the
+ * caller safely; Deno's slow path reads the declared parameters and ignores the rest. It costs
+ * about 0.25 us a call (a struct result, Deno's other non-fast form, costs 0.5 us and more).
+ */
+function offFastPath(raw: NativeFunction, arity: number): NativeFunction {
+  const x = undefined;
+  type A = unknown;
+  switch (arity) {
+    case 0: return () => raw(x);
+    case 1: return (a: A) => raw(a, x);
+    case 2: return (a: A, b: A) => raw(a, b, x);
+    case 3: return (a: A, b: A, c: A) => raw(a, b, c, x);
+    case 4: return (a: A, b: A, c: A, d: A) => raw(a, b, c, d, x);
+    case 5: return (a: A, b: A, c: A, d: A, e: A) => raw(a, b, c, d, e, x);
+    case 6: return (a: A, b: A, c: A, d: A, e: A, f: A) => raw(a, b, c, d, e, f, x);
+    case 7: return (a: A, b: A, c: A, d: A, e: A, f: A, g: A) => raw(a, b, c, d, e, f, g, x);
+    case 8: return (a: A, b: A, c: A, d: A, e: A, f: A, g: A, h: A) => raw(a, b, c, d, e, f, g, h, x);
+    default:
+      return (...args: unknown[]) => {
+        args.length = arity;
+        return raw(...args, x);
+      };
+  }
+}
 
 /**
  * Deno's fast call (turbocall) takes a 64-bit parameter as a bigint only: a number there deopts
@@ -315,10 +349,12 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
   const raw = Deno.dlopen(path, definitions).symbols;
 
   const symbols: Record<string, NativeFunction | undefined> = {};
+  const unguarded: Record<string, NativeFunction | undefined> = {};
   const async: Record<string, ((...args: unknown[]) => Promise<unknown>) | undefined> = {};
   for (const [name, def] of Object.entries(table)) {
     const fn = raw[name];
-    symbols[name] = fn ? adapt(fn, def, name) : undefined;
+    symbols[name] = fn ? adapt(fn, def, name, true) : undefined;
+    unguarded[name] = fn && def.reentrant ? adapt(fn, def, name, false) : symbols[name];
     if (def.blocking) {
       // Deno returns a (throwing) function, not null, for a missing optional nonblocking symbol:
       // the synchronous binding says whether the symbol exists.
@@ -329,6 +365,7 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
   return {
     path,
     symbols: symbols as NativeLibrary<T>["symbols"],
+    unguarded: unguarded as NativeLibrary<T>["unguarded"],
     async: async as NativeLibrary<T>["async"],
   };
 }

@@ -17,6 +17,7 @@ import * as koffi from "koffi";
 import { inspect } from "node:util";
 import { takeCoverage } from "node:v8";
 import { isMainThread } from "node:worker_threads";
+import { AsyncQueue } from "./async-queue.ts";
 import type {
   Backend,
   Callback,
@@ -33,11 +34,22 @@ import type {
 // there, so give async calls what a plain thread gets (the memory is mmap'ed, committed on use).
 // koffi accepts settings only before its first library load: if the program loaded a library
 // through koffi before memlife, the defaults stay.
+// `max_async_calls` also bounds the calls that native threads make into registered callbacks (each
+// borrows an async memory block until JS answered): raise it so that memlife's own calls, capped
+// below, leave room for every thread a driver or Embree may have calling back at once.
 try {
-  koffi.config({ ...koffi.config(), async_stack_size: 8 * 1024 * 1024 });
+  koffi.config({ ...koffi.config(), async_stack_size: 8 * 1024 * 1024, max_async_calls: 1024 });
 } catch {
   // Too late to change; koffi's defaults apply.
 }
+
+/**
+ * memlife's own async calls at once: more than the libuv pool runs (4 threads unless
+ * UV_THREADPOOL_SIZE says otherwise) gains nothing, and at most a quarter of koffi's limit leaves
+ * the rest to callbacks from native threads. The others wait in `asyncQueue`, in call order.
+ */
+const asyncLimit = Math.max(1, Math.min(64, Math.floor(Number(koffi.config().max_async_calls) / 4)));
+const asyncQueue = new AsyncQueue(asyncLimit);
 
 /** The C type koffi should use for each neutral type. */
 const cTypes: Readonly<Record<NativeType, string>> = {
@@ -149,29 +161,33 @@ if (isMainThread) {
 type KoffiFunction = ReturnType<koffi.LibraryHandle["func"]>;
 
 function bindAsync(native: KoffiFunction): (...args: unknown[]) => Promise<unknown> {
-  return (...args: unknown[]) =>
-    new Promise((resolve, reject) => {
-      let running = true;
-      // koffi reads the data pointer of each view when the call is queued and keeps no reference
-      // to the view: `args` stays reachable through `done` until the native call returned, so
-      // nothing it points into can be collected meanwhile.
-      const done = (error: unknown, result: unknown): void => {
-        if (!running) return;
-        running = false;
-        inFlight--;
-        args.length = 0;
-        if (error) reject(error);
-        else resolve(result);
-      };
-      inFlight++;
-      try {
-        // A bad argument makes koffi call `done` with the error before returning; a full queue
-        // ("Too many asynchronous calls are running") throws without calling it.
-        native.async(...args, done);
-      } catch (error) {
-        done(error, undefined);
-      }
-    });
+  return (...args: unknown[]) => asyncQueue.run(() => startAsync(native, args));
+}
+
+function startAsync(native: KoffiFunction, args: unknown[]): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    let running = true;
+    // koffi reads the data pointer of each view when the call is queued and keeps no reference
+    // to the view: `args` stays reachable through `done` until the native call returned, so
+    // nothing it points into can be collected meanwhile.
+    const done = (error: unknown, result: unknown): void => {
+      if (!running) return;
+      running = false;
+      inFlight--;
+      args.length = 0;
+      if (error) reject(error);
+      else resolve(result);
+    };
+    inFlight++;
+    try {
+      // A bad argument makes koffi call `done` with the error before returning; a full queue
+      // ("Too many asynchronous calls are running", which asyncQueue keeps from happening)
+      // throws without calling it.
+      native.async(...args, done);
+    } catch (error) {
+      done(error, undefined);
+    }
+  });
 }
 
 function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
@@ -197,6 +213,8 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
   return {
     path,
     symbols: symbols as NativeLibrary<T>["symbols"],
+    // koffi has no fast-call path that a callback could break.
+    unguarded: symbols as NativeLibrary<T>["unguarded"],
     async: async as NativeLibrary<T>["async"],
   };
 }

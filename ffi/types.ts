@@ -29,6 +29,15 @@ export interface SymbolDef {
   readonly optional?: boolean;
   /** The call can wait on a thread that calls back into JS: the backend also binds it in `async`. */
   readonly blocking?: boolean;
+  /**
+   * Native code may call a JS callback synchronously, on the calling thread, during the call
+   * (PoCL runs destructor callbacks inside clReleaseMemObject; Embree calls the memory monitor and
+   * the error function inside the call that allocates or fails). Deno must keep such a symbol off
+   * V8's fast-call path: a lazy deoptimization of the caller while the callback runs aborts the
+   * process ("Lazy deopt after a fast API call with return value is unsupported").
+   * `NativeLibrary.unguarded` has the unprotected binding, for calls known not to call back.
+   */
+  readonly reentrant?: boolean;
 }
 export type SymbolTable = Readonly<Record<string, SymbolDef>>;
 
@@ -40,6 +49,12 @@ export interface NativeLibrary<T extends SymbolTable> {
   readonly path: string;
   /** Synchronous bindings; an absent optional symbol is `undefined`. */
   readonly symbols: { readonly [K in keyof T]: NativeFunction };
+  /**
+   * The same bindings, without the protection `reentrant` entries get: only for a call the caller
+   * knows cannot call back into JS (a buffer with no destructor callback registered), where it
+   * keeps the runtime's fastest call. Identical to `symbols` on backends that need no protection.
+   */
+  readonly unguarded: { readonly [K in keyof T]: NativeFunction };
   /**
    * Bindings for the entries marked `blocking`, run off the JS thread so that the JS thread stays
    * free to answer callbacks while the call waits. Resolve with the return value.

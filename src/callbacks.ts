@@ -66,16 +66,22 @@ export function defer<T>(task: Task<T>, arg: T): void {
 
 // --- exceptions thrown by user callbacks ---------------------------------------------------------
 
-/** Where an exception thrown by a user callback came from. */
-export type CallbackSource = "destructor" | "svmFree" | "memoryMonitor";
+/**
+ * Where an exception thrown by a user callback came from; "release" is the failure of a native
+ * release that runs off the JS thread after `release()` returned, which no caller can receive.
+ */
+export type CallbackSource = "destructor" | "svmFree" | "memoryMonitor" | "release";
 export type CallbackErrorHandler = (error: unknown, source: CallbackSource) => void;
 let errorHandler: CallbackErrorHandler | null = null;
 
 /**
- * Decide where exceptions thrown by your callbacks go. By default they are rethrown on a fresh
- * microtask, so they surface like an exception thrown by a timer callback (an uncaught exception:
- * Node's `uncaughtException`, Deno's and Bun's `error` event). The promise tied to the callback
- * (`buf.destroyed`, `event.wait()`) rejects with it as well. Pass `null` to restore the default.
+ * Decide where exceptions thrown by your callbacks go (any thrown value, `undefined` included, and
+ * the rejection of a promise an `async` callback returned). Each reaches the program once: through
+ * the promise the program holds for that operation when there is one (`buf.destroyed` read before
+ * the callbacks ran, a pending `event.wait()`), else through this handler, else (the default) it is
+ * rethrown on a fresh microtask and surfaces like an exception thrown by a timer callback (Node's
+ * `uncaughtException`, Deno's and Bun's `error` event). Source "release" is the failure of a native
+ * release that ran off the JS thread after `release()` returned. Pass `null` to restore the default.
  * @example
  * import { onCallbackError } from "memlife";
  * onCallbackError((error, source) => log.warn(`${source} callback failed`, error));
@@ -99,6 +105,60 @@ export function reportCallbackError(error: unknown, source: CallbackSource): voi
   queueMicrotask(() => {
     throw error;
   });
+}
+
+/**
+ * The promise a user callback returned, if it returned one (an `async` callback): its rejection
+ * counts as a throw. Reading `then` may itself throw; the caller treats that as the callback's.
+ */
+export function returnedPromise(value: unknown): PromiseLike<unknown> | undefined {
+  if ((typeof value === "object" && value !== null) || typeof value === "function") {
+    const then = (value as { then?: unknown }).then;
+    if (typeof then === "function") return value as PromiseLike<unknown>;
+  }
+  return undefined;
+}
+
+/**
+ * How the user callbacks tied to one operation ended (e.g. `onFree` of an SVM free), delivered
+ * exactly once: to the promises the program holds for that operation (`event.wait()`) when it
+ * holds any, else to `onCallbackError`, else as an uncaught exception. A promise asked for after
+ * that resolves: the exception has reached the program already.
+ */
+export class CallbackOutcome {
+  readonly #source: CallbackSource;
+  #settled = false;
+  #holders: { resolve: () => void; reject: (error: unknown) => void }[] | undefined;
+  #markDone!: () => void;
+  /** Settles (never rejects) once the callbacks are done: for bookkeeping such as `finish()`. */
+  readonly done: Promise<void>;
+
+  constructor(source: CallbackSource) {
+    this.#source = source;
+    this.done = new Promise<void>((resolve) => (this.#markDone = resolve));
+  }
+
+  /** A promise for the program: rejects with the callbacks' exception unless delivered already. */
+  hold(): Promise<void> {
+    if (this.#settled) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => (this.#holders ??= []).push({ resolve, reject }));
+  }
+
+  /** `failed` says whether anything was thrown: `error` may be any value, `undefined` included. */
+  settle(failed: boolean, error?: unknown): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#markDone();
+    const holders = this.#holders;
+    this.#holders = undefined;
+    if (!failed) {
+      if (holders !== undefined) for (const h of holders) h.resolve();
+    } else if (holders !== undefined) {
+      for (const h of holders) h.reject(error);
+    } else {
+      reportCallbackError(error, this.#source);
+    }
+  }
 }
 
 // --- keeping the event loop alive while a native callback is owed --------------------------------

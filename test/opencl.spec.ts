@@ -88,7 +88,7 @@ describe("clSetMemObjectDestructorCallback", () => {
     gate.release();
   });
 
-  test("a throwing callback does not stop the others; destroyed rejects; the error is reported", async () => {
+  test("a throwing callback does not stop the others; destroyed rejects, and onCallbackError is not called too", async () => {
     const { errors, stop } = captureCallbackErrors();
     try {
       const buf = ctx.createBuffer(64);
@@ -102,8 +102,7 @@ describe("clSetMemObjectDestructorCallback", () => {
       buf.release();
       await assert.rejects(withTimeout(destroyed, 10_000, "destroyed"), /boom/);
       assert.deepEqual(ran, ["last", "first"]);
-      assert.equal(errors.length, 1);
-      assert.match(String(errors[0]), /boom/);
+      assert.equal(errors.length, 0, "the exception reaches the program once: through destroyed");
     } finally {
       stop();
     }
@@ -320,7 +319,7 @@ describe("clEnqueueSVMFree", () => {
     event.release();
   });
 
-  test("a throwing onFree still frees every allocation, rejects wait() and is reported", async () => {
+  test("a throwing onFree still frees every allocation and rejects the pending wait() (only)", async () => {
     needSVM();
     const { errors, stop } = captureCallbackErrors();
     try {
@@ -331,7 +330,7 @@ describe("clEnqueueSVMFree", () => {
       });
       await assert.rejects(withTimeout(event.wait(), 10_000, "wait"), /onFree failed/);
       await queue.finish();
-      assert.equal(errors.length, 1);
+      assert.equal(errors.length, 0, "the exception reaches the program once: through wait()");
       event.release();
     } finally {
       stop();

@@ -1,35 +1,40 @@
 /**
  * Embree 3 and 4 entry points memlife binds, as data. Both majors share these signatures unless an
- * entry says otherwise; `optional` entries exist in Embree 4 only.
+ * entry says otherwise; `optional` entries exist in Embree 4 only. `reentrant`: the call may run
+ * the memory monitor (it allocates or frees) or the error function (it can fail) on the calling
+ * thread, i.e. JS inside the call (see ffi/types.ts). rtcIntersect1 on a committed scene does
+ * neither and keeps the fast path.
  */
 import type { SymbolTable } from "../types.ts";
 
 export const embreeSymbols = {
   rtcNewDevice: { args: ["cstring"], returns: "ptr" }, // RTCDevice rtcNewDevice(const char *config)
   rtcRetainDevice: { args: ["ptr"], returns: "void" }, // void rtcRetainDevice(RTCDevice)
-  rtcReleaseDevice: { args: ["ptr"], returns: "void", blocking: true }, // void rtcReleaseDevice(RTCDevice): the last reference shuts the device's TBB arena down
+  rtcReleaseDevice: { args: ["ptr"], returns: "void", blocking: true, reentrant: true }, // void rtcReleaseDevice(RTCDevice): the last reference shuts the device's TBB arena down
   rtcGetDeviceProperty: { args: ["ptr", "i32"], returns: "isize" }, // ssize_t rtcGetDeviceProperty(RTCDevice, enum RTCDeviceProperty)
   rtcGetDeviceError: { args: ["ptr"], returns: "i32" }, // RTCError rtcGetDeviceError(RTCDevice)
   rtcSetDeviceErrorFunction: { args: ["ptr", "fn", "usize"], returns: "void" }, // void (RTCDevice, RTCErrorFunction, void *userPtr)
   rtcSetDeviceMemoryMonitorFunction: { args: ["ptr", "fn", "usize"], returns: "void" }, // void (RTCDevice, RTCMemoryMonitorFunction, void *userPtr)
-  rtcNewScene: { args: ["ptr"], returns: "ptr" }, // RTCScene rtcNewScene(RTCDevice)
+  rtcNewScene: { args: ["ptr"], returns: "ptr", reentrant: true }, // RTCScene rtcNewScene(RTCDevice)
   rtcRetainScene: { args: ["ptr"], returns: "void" }, // void rtcRetainScene(RTCScene)
-  rtcReleaseScene: { args: ["ptr"], returns: "void", blocking: true }, // void rtcReleaseScene(RTCScene): frees build data, calling the monitor
-  rtcCommitScene: { args: ["ptr"], returns: "void", blocking: true }, // void rtcCommitScene(RTCScene): builds on TBB workers, which call the monitor
-  rtcSetSceneBuildQuality: { args: ["ptr", "i32"], returns: "void" }, // void (RTCScene, enum RTCBuildQuality)
-  rtcSetSceneFlags: { args: ["ptr", "i32"], returns: "void" }, // void (RTCScene, enum RTCSceneFlags)
-  rtcNewGeometry: { args: ["ptr", "i32"], returns: "ptr" }, // RTCGeometry rtcNewGeometry(RTCDevice, enum RTCGeometryType)
-  rtcReleaseGeometry: { args: ["ptr"], returns: "void" }, // void rtcReleaseGeometry(RTCGeometry)
+  rtcReleaseScene: { args: ["ptr"], returns: "void", blocking: true, reentrant: true }, // void rtcReleaseScene(RTCScene): frees build data, calling the monitor
+  rtcCommitScene: { args: ["ptr"], returns: "void", blocking: true, reentrant: true }, // void rtcCommitScene(RTCScene): builds on TBB workers, which call the monitor
+  rtcSetSceneBuildQuality: { args: ["ptr", "i32"], returns: "void", reentrant: true }, // void (RTCScene, enum RTCBuildQuality)
+  rtcSetSceneFlags: { args: ["ptr", "i32"], returns: "void", reentrant: true }, // void (RTCScene, enum RTCSceneFlags)
+  rtcNewGeometry: { args: ["ptr", "i32"], returns: "ptr", reentrant: true }, // RTCGeometry rtcNewGeometry(RTCDevice, enum RTCGeometryType)
+  rtcReleaseGeometry: { args: ["ptr"], returns: "void", reentrant: true }, // void rtcReleaseGeometry(RTCGeometry)
   rtcSetNewGeometryBuffer: {
     args: ["ptr", "i32", "u32", "i32", "usize", "usize"], // RTCGeometry, enum RTCBufferType, unsigned slot, enum RTCFormat, size_t byteStride, size_t itemCount
     returns: "ptr", // void *: Embree-owned memory (allocation reported to the monitor)
+    reentrant: true,
   },
   rtcSetSharedGeometryBuffer: {
     args: ["ptr", "i32", "u32", "i32", "buffer", "usize", "usize", "usize"], // RTCGeometry, enum RTCBufferType, unsigned slot, enum RTCFormat, const void *ptr, size_t byteOffset, size_t byteStride, size_t itemCount
     returns: "void",
+    reentrant: true,
   },
-  rtcCommitGeometry: { args: ["ptr"], returns: "void" }, // void rtcCommitGeometry(RTCGeometry)
-  rtcAttachGeometry: { args: ["ptr", "ptr"], returns: "u32" }, // unsigned rtcAttachGeometry(RTCScene, RTCGeometry)
+  rtcCommitGeometry: { args: ["ptr"], returns: "void", reentrant: true }, // void rtcCommitGeometry(RTCGeometry)
+  rtcAttachGeometry: { args: ["ptr", "ptr"], returns: "u32", reentrant: true }, // unsigned rtcAttachGeometry(RTCScene, RTCGeometry)
   // Embree 3: void rtcIntersect1(RTCScene, struct RTCIntersectContext *, struct RTCRayHit *)
   // Embree 4: void rtcIntersect1(RTCScene, struct RTCRayHit *, struct RTCIntersectArguments *)
   rtcIntersect1: { args: ["ptr", "buffer", "buffer"], returns: "void" },

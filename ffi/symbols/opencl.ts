@@ -2,6 +2,7 @@
  * OpenCL entry points memlife binds, as data. Each entry carries its C declaration.
  * `optional`: absent before OpenCL 2.0 (SVM) or 1.2; used through `requireSymbol`, which says so.
  * `blocking`: the call can wait on a thread that calls back into JS; an async binding exists too.
+ * `reentrant`: a JS callback may run inside the call, on the calling thread (see ffi/types.ts).
  */
 import type { SymbolTable } from "../types.ts";
 
@@ -27,7 +28,7 @@ export const openclSymbols = {
     returns: "ptr", // cl_context
   },
   clRetainContext: { args: ["ptr"], returns: "i32" }, // cl_context
-  clReleaseContext: { args: ["ptr"], returns: "i32", blocking: true }, // cl_context
+  clReleaseContext: { args: ["ptr"], returns: "i32", blocking: true, reentrant: true }, // cl_context
   clGetContextInfo: {
     args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_context, cl_context_info, size_t, void *, size_t *
     returns: "i32",
@@ -42,7 +43,7 @@ export const openclSymbols = {
     optional: true, // OpenCL 2.0
   },
   clRetainCommandQueue: { args: ["ptr"], returns: "i32" }, // cl_command_queue
-  clReleaseCommandQueue: { args: ["ptr"], returns: "i32", blocking: true }, // cl_command_queue (may finish the queue)
+  clReleaseCommandQueue: { args: ["ptr"], returns: "i32", blocking: true, reentrant: true }, // cl_command_queue (may finish the queue)
   clGetCommandQueueInfo: {
     args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_command_queue, cl_command_queue_info, size_t, void *, size_t *
     returns: "i32",
@@ -54,7 +55,8 @@ export const openclSymbols = {
     returns: "ptr", // cl_mem
   },
   clRetainMemObject: { args: ["ptr"], returns: "i32" }, // cl_mem
-  clReleaseMemObject: { args: ["ptr"], returns: "i32", blocking: true }, // cl_mem (a driver may run destructor callbacks on another thread)
+  // PoCL runs destructor callbacks inside it, on the calling thread; other drivers on one of theirs.
+  clReleaseMemObject: { args: ["ptr"], returns: "i32", blocking: true, reentrant: true }, // cl_mem
   clGetMemObjectInfo: {
     args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_mem, cl_mem_info, size_t, void *, size_t *
     returns: "i32",
@@ -88,9 +90,10 @@ export const openclSymbols = {
     returns: "i32",
   },
   clCreateUserEvent: { args: ["ptr", "buffer"], returns: "ptr" }, // cl_context, cl_int *errcode_ret
-  clSetUserEventStatus: { args: ["ptr", "i32"], returns: "i32" }, // cl_event, cl_int execution_status
+  // Completing or failing a user event may end the commands waiting on it on the calling thread.
+  clSetUserEventStatus: { args: ["ptr", "i32"], returns: "i32", reentrant: true }, // cl_event, cl_int execution_status
   clRetainEvent: { args: ["ptr"], returns: "i32" }, // cl_event
-  clReleaseEvent: { args: ["ptr"], returns: "i32" }, // cl_event
+  clReleaseEvent: { args: ["ptr"], returns: "i32", reentrant: true }, // cl_event (with the last reference a driver may free the command and the buffers it held)
   clSVMAlloc: {
     args: ["ptr", "u64", "usize", "u32"], // cl_context, cl_svm_mem_flags, size_t size, cl_uint alignment
     returns: "ptr", // void * (NULL on failure, no error code)
@@ -101,6 +104,7 @@ export const openclSymbols = {
     args: ["ptr", "u32", "buffer", "fn", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_uint num_svm_pointers, void *svm_pointers[], void (CL_CALLBACK *pfn_free_func)(cl_command_queue, cl_uint, void *[], void *), void *user_data, cl_uint num_events, const cl_event *wait_list, cl_event *event
     returns: "i32",
     optional: true, // OpenCL 2.0
+    reentrant: true, // NVIDIA may run pfn_free_func inside the call
   },
   clEnqueueSVMMemcpy: {
     args: ["ptr", "u32", "ptr", "ptr", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_bool blocking_copy, void *dst_ptr, const void *src_ptr, size_t size, cl_uint num_events, const cl_event *wait_list, cl_event *event

@@ -2,14 +2,15 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
-import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, returnedPromise, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { integer, isDetached, keys, member, memory, names, options as checkOptions, own, show } from "../check.ts";
 import { MemFlags, MemInfo } from "./constants.ts";
-import { check, infoPointer, infoU64, opencl, symbols } from "./native.ts";
+import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
 
-export type DestructorCallback = (buffer: Buffer) => void;
+/** May be `async`: `destroyed` waits for the promise it returns, and a rejection counts as a throw. */
+export type DestructorCallback = (buffer: Buffer) => unknown;
 
 /** What stays in JS for a buffer whose native side will call us back when it is destroyed. */
 interface Destructor {
@@ -21,7 +22,7 @@ interface Destructor {
   /** The destructor arrived; `released` and waiting for a driver thread means `owe()` was called. */
   delivered: boolean;
   owed: boolean;
-  /** Set once the callbacks ran: `noErrors`, or what they threw. */
+  /** `noErrors` once the callbacks ran and what they threw was delivered. */
   errors: readonly unknown[] | undefined;
   /** `destroyed`, made when first read; `resolve`/`reject` settle it. */
   promise: Promise<void> | undefined;
@@ -52,26 +53,40 @@ function destructorTrampoline(): ReturnType<typeof backend.callback> {
 
 function runDestructors(entry: Destructor): void {
   let errors: unknown[] | undefined;
+  let later: PromiseLike<unknown>[] | undefined;
   const callbacks = entry.callbacks!;
   for (let i = callbacks.length - 1; i >= 0; i--) {
     try {
-      callbacks[i](entry.buffer);
+      const promise = returnedPromise(callbacks[i](entry.buffer));
+      if (promise !== undefined) (later ??= []).push(promise);
     } catch (error) {
+      // Whatever was thrown, `undefined` included: the array's length counts, not the value.
       (errors ??= []).push(error);
-      reportCallbackError(error, "destructor");
     }
   }
-  settle(entry, errors ?? noErrors);
+  if (later === undefined) return settle(entry, errors ?? noErrors);
+  // `async` callbacks: `destroyed` waits for them and a rejection counts as a throw. The host
+  // memory is the program's again already: the native side let go of it.
+  entry.hostMemory = undefined;
+  void Promise.allSettled(later).then((results) => {
+    for (const r of results) if (r.status === "rejected") (errors ??= []).push(r.reason);
+    settle(entry, errors ?? noErrors);
+  });
 }
 
+/**
+ * Each exception reaches the program once: through `destroyed` if the program read it before the
+ * callbacks ran, else through onCallbackError (or as an uncaught exception). Afterwards,
+ * `destroyed` resolves.
+ */
 function settle(entry: Destructor, errors: readonly unknown[]): void {
   entry.hostMemory = undefined;
-  entry.errors = errors;
+  entry.errors = noErrors;
   const { resolve, reject } = entry;
-  if (resolve === undefined) return;
   entry.resolve = entry.reject = undefined;
-  if (errors.length === 0) resolve();
-  else reject!(failure(errors));
+  if (errors.length === 0) resolve?.();
+  else if (reject !== undefined) reject(failure(errors));
+  else for (const error of errors) reportCallbackError(error, "destructor");
 }
 
 function failure(errors: readonly unknown[]): unknown {
@@ -262,8 +277,10 @@ export class Buffer {
 
   /**
    * Settles after every destructor callback has run: the native memory object is gone and the host
-   * memory of a `hostPtr: "use"` buffer may be reused. Rejects with what a callback threw. Read it
-   * before the last `release()`: after that, the memory object can no longer be watched.
+   * memory of a `hostPtr: "use"` buffer may be reused. Rejects with what a callback threw (or the
+   * rejection of an `async` one), which then goes nowhere else; read only after the callbacks ran,
+   * it resolves (their exceptions went to `onCallbackError`). Read it before the last `release()`:
+   * after that, the memory object can no longer be watched.
    */
   get destroyed(): Promise<void> {
     let entry = this.#destructor;
@@ -305,10 +322,12 @@ export class Buffer {
       this.#handle = null;
       net.remove(this);
     }
-    const status = symbols.clReleaseMemObject(handle);
+    const entry = this.#destructor;
+    // With no destructor callback registered nothing can call back into JS during the release,
+    // so the unguarded binding may keep Deno's fast call (0.25 us less per buffer).
+    const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
     if (last) this.context.disown();
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
-    const entry = this.#destructor;
     if (last && entry !== undefined && !entry.delivered) {
       // Delivered later (a driver thread, or a command still using it): keep the program alive.
       entry.owed = true;

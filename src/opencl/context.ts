@@ -1,7 +1,7 @@
 /** Contexts: the parent of buffers, queues, events and SVM allocations. */
 import type { Pointer } from "../../ffi/types.ts";
 import { envVar } from "../backend.ts";
-import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { ContextInfo } from "./constants.ts";
 import { check, errcode, infoU64, opencl, pointerArray, symbols } from "./native.ts";
@@ -12,7 +12,21 @@ import { show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
 import { SVMAllocation, type SVMOptions } from "./svm.ts";
 
-const net = new SafetyNet<Pointer>((handle) => void opencl().async.clReleaseContext(handle));
+const net = new SafetyNet<Pointer>(releaseContext);
+
+/**
+ * @internal The native release, off the JS thread (on some drivers it waits for destructor
+ * callbacks that wait for the JS thread). No caller can receive its failure: it goes to
+ * `onCallbackError` (source "release"). Exported for the tests only, not by mod.ts.
+ */
+export function releaseContext(handle: Pointer | null): void {
+  opencl().async.clReleaseContext(handle).then(
+    (status) => {
+      if (status !== 0) reportCallbackError(new OpenCLError("clReleaseContext", status as number), "release");
+    },
+    (error) => reportCallbackError(error, "release"),
+  );
+}
 
 function pick<T extends { name: string }>(items: T[], selector: string, what: string): T {
   const index = /^\d+$/.test(selector) ? Number(selector) : items.findIndex((i) => i.name.toLowerCase().includes(selector.toLowerCase()));
@@ -198,7 +212,7 @@ export class Context {
     const handle = this.#handle;
     if (handle === null) return;
     this.#handle = null;
-    void opencl().async.clReleaseContext(handle).then((status) => check("clReleaseContext", status as number));
+    releaseContext(handle);
   }
 
   [Symbol.dispose](): void {

@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
-import { finalizerState, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
+import { type CallbackOutcome, finalizerState, IdTable, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { integer, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
@@ -36,14 +36,14 @@ export class Event {
   #handle: Pointer | null;
   #refs = 1;
   /** JS-side work that completes the command from the program's point of view (e.g. `onFree`). */
-  #after: Promise<void> | undefined;
+  #after: CallbackOutcome | undefined;
   /** Resolves with the final execution status (CL_COMPLETE or a negative error) once OpenCL says so. */
   #completed: Promise<number> | undefined;
   readonly context: Context;
   [inRegistry] = false;
 
   /** @internal made by queues and contexts. */
-  constructor(handle: Pointer, context: Context, after?: Promise<void>) {
+  constructor(handle: Pointer, context: Context, after?: CallbackOutcome) {
     this.#handle = handle;
     this.#after = after;
     this.context = context;
@@ -80,9 +80,28 @@ export class Event {
    * OpenCLError if the command failed, or with what a callback threw.
    */
   async wait(): Promise<void> {
-    const list = pointerArray([this.handle()]);
-    check("clWaitForEvents", await opencl().async.clWaitForEvents(1, list) as number);
-    await this.#after;
+    const handle = this.handle();
+    // The cl_event must outlive the wait even if the program releases it meanwhile (a released
+    // event waited on crashes PoCL): the wait holds a reference of its own, and its context.
+    check("clRetainEvent", opencl().symbols.clRetainEvent(handle));
+    const context = this.context;
+    context.adopt();
+    // Held from the start: an exception of `onFree` that arrives during the native wait is this
+    // promise's to deliver, not onCallbackError's.
+    const after = this.#after?.hold();
+    // It may reject before the native wait returns: handled below, not an unhandled rejection.
+    after?.catch(noop);
+    let status = -1;
+    try {
+      status = await opencl().async.clWaitForEvents(1, pointerArray([handle])) as number;
+    } finally {
+      opencl().symbols.clReleaseEvent(handle);
+      context.disown();
+      // This wait rejects with the native failure; a callback exception still reaches the program.
+      if (status !== 0) after?.catch((error) => reportCallbackError(error, "svmFree"));
+    }
+    check("clWaitForEvents", status);
+    await after;
   }
 
   /**
@@ -162,6 +181,8 @@ export class UserEvent extends Event {
   }
 }
 
+function noop(): void {}
+
 const noWait: { count: number; list: BigUint64Array | null } = Object.freeze({ count: 0, list: null });
 
 /** A `cl_event *` wait list from `waitFor`, checked before any native call. */
@@ -177,6 +198,6 @@ export function waitList(events: unknown): { count: number; list: BigUint64Array
 }
 
 /** Wraps the cl_event an enqueue call just wrote into `eventOut`. */
-export function eventFrom(slot: BigUint64Array, context: Context, after?: Promise<void>): Event {
+export function eventFrom(slot: BigUint64Array, context: Context, after?: CallbackOutcome): Event {
   return new Event(backend.fromAddress(slot[0]) as Pointer, context, after);
 }

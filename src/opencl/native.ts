@@ -17,6 +17,8 @@ let library: NativeLibrary<typeof openclSymbols> | undefined;
  * `opencl()` ran (every context, buffer, queue) may use it.
  */
 export let symbols: OpenCLSymbols;
+/** The same without Deno's protection of `reentrant` entries: only where no callback can run (see ffi/types.ts). */
+export let unguarded: OpenCLSymbols;
 
 /**
  * The loaded library; the first call opens it ($OPENCL_LIBRARY, then the usual names). Public as
@@ -29,6 +31,7 @@ export function opencl(): NativeLibrary<typeof openclSymbols> {
   if (library === undefined) {
     library = load();
     symbols = library.symbols;
+    unguarded = library.unguarded;
   }
   return library;
 }

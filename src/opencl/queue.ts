@@ -1,21 +1,37 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { callable, integer, keys, memory, options as checkOptions, own, show } from "../check.ts";
 import { QueueInfo } from "./constants.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
-import { type Event, eventFrom, waitList } from "./event.ts";
-import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline } from "./svm.ts";
+import { Event, eventFrom, waitList } from "./event.ts";
+import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline, watchFailure } from "./svm.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-  void opencl().async.clReleaseCommandQueue(handle).finally(() => context.disown());
-});
+const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => releaseQueue(handle, context));
+
+/**
+ * The native release, off the JS thread (it may finish the queue). No caller can receive its
+ * failure: it goes to `onCallbackError` (source "release").
+ */
+function releaseQueue(handle: Pointer, context: Context): void {
+  opencl().async.clReleaseCommandQueue(handle).then(
+    (status) => {
+      context.disown();
+      if (status !== 0) reportCallbackError(new OpenCLError("clReleaseCommandQueue", status as number), "release");
+    },
+    (error) => {
+      context.disown();
+      reportCallbackError(error, "release");
+    },
+  );
+}
 
 let clEnqueueSVMFree: ((...args: unknown[]) => unknown) | undefined;
+let clEnqueueSVMFreeQuiet: ((...args: unknown[]) => unknown) | undefined;
 
 export interface TransferOptions {
   /** Byte offset into the buffer (default 0). */
@@ -77,7 +93,7 @@ export class CommandQueue {
   #handle: Pointer | null;
   #refs = 1;
   /** JS-side completions owed by this queue's commands (onFree callbacks). */
-  #pending = new Set<Promise<void>>();
+  #pending = new Set<Promise<unknown>>();
   readonly context: Context;
   readonly device: Device;
   [inRegistry] = false;
@@ -198,28 +214,31 @@ export class CommandQueue {
       a.pointer(); // ReleasedError if already freed
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
+    // Without onFree there is no callback to run inside the call: keep Deno's fast call.
+    clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
     const { count, list } = waitList(waitFor);
     const array = n > 0 ? scratchPointers(n) : null;
     for (let i = 0; i < n; i++) array![i] = allocations[i].address;
     if (onFree === undefined) {
-      check("clEnqueueSVMFree", svmFree(handle, n, array, null, 0, count, list, eventOut) as number);
+      check("clEnqueueSVMFree", clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number);
       for (let i = 0; i < n; i++) allocations[i].surrender();
       return eventFrom(eventOut, this.context);
     }
     const given = allocations.slice();
     const pointers = given.map((a) => a.pointer());
-    const { id, settled } = registerFree(this, this.context.nativeHandle(), given, pointers, onFree);
+    const { id, outcome } = registerFree(this, this.context.nativeHandle(), given, pointers, onFree);
     const status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
     if (status !== 0) {
       abandonFree(id);
       throw new OpenCLError("clEnqueueSVMFree", status);
     }
     for (const a of given) a.surrender();
-    this.#track(settled);
-    return eventFrom(eventOut, this.context, settled);
+    this.#track(outcome.done);
+    if (count > 0) watchFailure(id, eventOut);
+    return eventFrom(eventOut, this.context, outcome);
   }
 
-  #track(work: Promise<void>): void {
+  #track(work: Promise<unknown>): void {
     const pending = this.#pending;
     pending.add(work);
     const forget = () => void pending.delete(work);
@@ -233,8 +252,10 @@ export class CommandQueue {
 
   /** Resolves once every queued command completed and their callbacks (e.g. `onFree`) ran. */
   async finish(): Promise<void> {
-    const status = await opencl().async.clFinish(this.handle()) as number;
-    check("clFinish", status);
+    const call = opencl().async.clFinish(this.handle()) as Promise<number>;
+    // release() waits for it: the queue must not be released under a clFinish still running.
+    this.#track(call);
+    check("clFinish", await call);
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
   }
 
@@ -261,14 +282,8 @@ export class CommandQueue {
       net.remove(this);
     }
     const context = this.context;
-    const nativeRelease = async () => {
-      try {
-        check("clReleaseCommandQueue", await opencl().async.clReleaseCommandQueue(handle) as number);
-      } finally {
-        context.disown();
-      }
-    };
-    if (this.#pending.size === 0) void nativeRelease();
+    const nativeRelease = () => releaseQueue(handle, context);
+    if (this.#pending.size === 0) nativeRelease();
     else void Promise.allSettled([...this.#pending]).then(nativeRelease);
   }
 

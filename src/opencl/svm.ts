@@ -2,10 +2,10 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
-import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { CallbackOutcome, defer, finalizerState, IdTable, inRegistry, owe, paid, returnedPromise, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
-import { MemFlags } from "./constants.ts";
-import { optionalSymbol } from "./native.ts";
+import { EventInfo, MemFlags } from "./constants.ts";
+import { infoU32, opencl, optionalSymbol } from "./native.ts";
 import { type Access, accessFlags } from "./buffer.ts";
 import { boolean, integer, keys, member, options as checkOptions, own } from "../check.ts";
 import type { Context } from "./context.ts";
@@ -168,7 +168,8 @@ export class SVMAllocation {
 
 // --- clEnqueueSVMFree ----------------------------------------------------------------------------
 
-export type SVMFreeCallback = (queue: CommandQueue, allocations: SVMAllocation[]) => void;
+/** May be `async`: a rejection of the promise it returns counts as a throw. */
+export type SVMFreeCallback = (queue: CommandQueue, allocations: SVMAllocation[]) => unknown;
 
 interface PendingFree {
   readonly queue: CommandQueue;
@@ -177,7 +178,7 @@ interface PendingFree {
   /** Kept here: in Bun the native svm_pointers array is gone by the time the callback runs. */
   readonly pointers: Pointer[];
   readonly onFree: SVMFreeCallback;
-  readonly done: (error?: unknown) => void;
+  readonly outcome: CallbackOutcome;
 }
 
 const pendingFrees = new IdTable<PendingFree>();
@@ -193,38 +194,87 @@ export function svmFreeTrampoline(): ReturnType<typeof backend.callback> {
 }
 
 function runFree(entry: PendingFree): void {
+  let threw = false;
   let failure: unknown;
+  let later: PromiseLike<unknown> | undefined;
   try {
-    entry.onFree(entry.queue, entry.allocations);
+    later = returnedPromise(entry.onFree(entry.queue, entry.allocations));
   } catch (error) {
+    // Whatever was thrown, `undefined` included, is a failure.
+    threw = true;
     failure = error;
-    reportCallbackError(error, "svmFree");
   } finally {
     // pfn_free_func owns the freeing: every pointer exactly once, whatever onFree did.
     const free = opencl_clSVMFree();
     for (const pointer of entry.pointers) free(entry.context, pointer);
   }
-  entry.done(failure);
+  if (later === undefined) entry.outcome.settle(threw, failure);
+  else {
+    // An `async` onFree: its rejection is its throw, delivered like one.
+    Promise.resolve(later).then(
+      () => entry.outcome.settle(false),
+      (error) => entry.outcome.settle(true, error),
+    );
+  }
 }
 
-/** Registers a free whose callback is owed; returns its user_data id and the promise it settles. */
+/** Registers a free whose callback is owed; returns its user_data id and the outcome it settles. */
 export function registerFree(
   queue: CommandQueue,
   context: Pointer,
   allocations: SVMAllocation[],
   pointers: Pointer[],
   onFree: SVMFreeCallback,
-): { id: number; settled: Promise<void> } {
-  let done!: (error?: unknown) => void;
-  const settled = new Promise<void>((resolve, reject) => {
-    done = (error) => (error === undefined ? resolve() : reject(error));
-  });
-  // Bookkeeping copies of `settled` must not turn a throwing onFree into an unhandled rejection
-  // too: it is reported once, and `event.wait()` still rejects with it.
-  settled.catch(() => {});
-  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, done });
+): { id: number; outcome: CallbackOutcome } {
+  const outcome = new CallbackOutcome("svmFree");
+  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, outcome });
   owe();
-  return { id, settled };
+  return { id, outcome };
+}
+
+/**
+ * Frees whose command waits on events, watched until their callback arrives. PoCL never calls
+ * pfn_free_func, nor any event callback, when an event of the wait list failed: the allocations
+ * would stay allocated and the owed callback would keep the program alive for ever. So while such
+ * a free is owed, its event's status is polled; a failed command's allocations are freed here,
+ * once, without onFree (it never ran), and `wait()` rejects with the command's failure.
+ */
+const watched: { id: number; entry: PendingFree; event: Pointer }[] = [];
+let poll: ReturnType<typeof setInterval> | undefined;
+const POLL_MS = 50;
+
+export function watchFailure(id: number, eventSlot: BigUint64Array): void {
+  const entry = pendingFrees.get(id);
+  const event = backend.fromAddress(eventSlot[0]);
+  if (entry === undefined || event === null) return;
+  if (opencl().symbols.clRetainEvent(event) !== 0) return;
+  watched.push({ id, entry, event });
+  poll ??= setInterval(pollFailures, POLL_MS);
+}
+
+function pollFailures(): void {
+  const lib = opencl().symbols;
+  for (let i = watched.length - 1; i >= 0; i--) {
+    const { id, entry, event } = watched[i];
+    // Gone from the table, or the id reused: the callback arrived.
+    let done = pendingFrees.get(id) !== entry;
+    if (!done && (infoU32("clGetEventInfo", lib.clGetEventInfo, event, EventInfo.COMMAND_EXECUTION_STATUS) | 0) < 0) {
+      pendingFrees.delete(id);
+      paid();
+      const free = opencl_clSVMFree();
+      for (const pointer of entry.pointers) free(entry.context, pointer);
+      entry.outcome.settle(false);
+      done = true;
+    }
+    if (done) {
+      lib.clReleaseEvent(event);
+      watched.splice(i, 1);
+    }
+  }
+  if (watched.length === 0) {
+    clearInterval(poll);
+    poll = undefined;
+  }
 }
 
 export function abandonFree(id: number): void {

@@ -1,0 +1,191 @@
+/**
+ * Robustness of asynchronous calls and of exceptions thrown by OpenCL callbacks (issue 9): objects
+ * released while operations on them are pending, hundreds of calls at once, releases never lost,
+ * every thrown value delivered exactly once, callbacks that re-enter or exit, and Deno's fast
+ * calls around callbacks. Anything that could crash runs in a child process.
+ */
+import { describe, test } from "vitest";
+import { assert, runScript, runtime, withTimeout } from "./helpers.ts";
+import { AsyncQueue } from "../ffi/async-queue.ts";
+import { embreeSymbols } from "../ffi/symbols/embree.ts";
+import { openclSymbols } from "../ffi/symbols/opencl.ts";
+import { cl, onCallbackError, OpenCLError } from "../src/mod.ts";
+import { releaseContext } from "../src/opencl/context.ts";
+import { opencl } from "../src/opencl/native.ts";
+
+const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
+
+/** Runs a fixture and expects it to end on its own with code 0 and `ok` as the last line. */
+async function expectOk(name: string, args: string[] = [], timeout = 60_000): Promise<void> {
+  const r = await runScript(fixture(name), args, { timeout });
+  const out = `${r.stdout}${r.stderr}`.trim();
+  assert.equal(r.timedOut, false, `${name} ${args.join(" ")} hung:\n${out.slice(-2000)}`);
+  assert.equal(r.signal, null, `${name} ${args.join(" ")} died of ${r.signal}:\n${out.slice(-2000)}`);
+  assert.equal(r.code, 0, `${name} ${args.join(" ")} exited with ${r.code}:\n${out.slice(-2000)}`);
+  assert.match(r.stdout.trim().split("\n").at(-1) ?? "", /^ok/, out.slice(-2000));
+}
+
+describe("objects a pending operation uses stay alive natively", () => {
+  test("a user event released while its wait() is pending, 300 times (child process)", async () => {
+    await expectOk("async-release-pending.ts", ["user-event"]);
+  }, 70_000);
+
+  test("events, buffers and queues released twice and used after release while waits, reads and finish are pending (child process)", async () => {
+    await expectOk("async-release-pending.ts", ["commands"]);
+  }, 70_000);
+
+  test("a context released first while waits and finish() on its queue are in flight (child process)", async () => {
+    await expectOk("async-release-pending.ts", ["context"]);
+  }, 70_000);
+
+  test("SVM frees with onFree whose wait list failed: wait() rejects, onFree never runs, the program still ends (child process)", async () => {
+    await expectOk("async-failed-svm-free.ts", [], 30_000);
+  }, 40_000);
+});
+
+describe("many asynchronous calls at once", () => {
+  for (const mode of ["wait", "finish", "read"]) {
+    test(`1000 concurrent ${mode === "wait" ? "event.wait()" : mode === "finish" ? "queue.finish()" : "queue.readBuffer()"} gated by a user event all settle (child process)`, async () => {
+      await expectOk("async-many.ts", [mode, "1000"]);
+    }, 70_000);
+  }
+
+  test("the async queue never runs more than its cap, keeps call order, and turns a synchronous throw into a rejection", async () => {
+    const q = new AsyncQueue(3);
+    let running = 0;
+    let most = 0;
+    const started: number[] = [];
+    const calls = Array.from({ length: 50 }, (_, i) =>
+      q.run(async () => {
+        started.push(i);
+        most = Math.max(most, ++running);
+        await new Promise((r) => setTimeout(r, i % 3));
+        running--;
+        if (i === 7) throw new Error("seven");
+        return i;
+      }));
+    const bad = q.run(() => {
+      throw new Error("sync");
+    }).then(() => "resolved", (e: Error) => e.message);
+    const results = await Promise.allSettled(calls);
+    assert.equal(await bad, "sync");
+    assert.equal(most, 3);
+    assert.deepEqual(started, Array.from({ length: 50 }, (_, i) => i));
+    assert.equal(results[7].status, "rejected");
+    assert.deepEqual(results.filter((r) => r.status === "fulfilled").length, 49);
+    assert.equal(q.running, 0);
+    assert.equal(q.queued, 0);
+  });
+
+  test("a native release that fails after release() returned goes to onCallbackError with source \"release\"", async () => {
+    const seen: [unknown, string][] = [];
+    onCallbackError((error, source) => void seen.push([error, source]));
+    try {
+      // The ICD loader answers clReleaseContext(NULL) with CL_INVALID_CONTEXT.
+      releaseContext(null);
+      for (let i = 0; i < 500 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(seen.length, 1);
+      const [error, source] = seen[0];
+      assert.equal(source, "release");
+      assert.ok(error instanceof OpenCLError);
+      assert.equal(error.codeName, "CL_INVALID_CONTEXT");
+      assert.equal(error.fn, "clReleaseContext");
+    } finally {
+      onCallbackError(null);
+    }
+  });
+
+  test("releases made while the async calls are busiest all reach OpenCL, with no unhandled rejection (child process)", async () => {
+    const r = await runScript(fixture("async-lost-release.ts"), [], { timeout: 60_000 });
+    assert.equal(r.timedOut, false, "hung");
+    assert.equal(r.code, 0, `exit ${r.code} ${r.signal}: ${(r.stdout + r.stderr).slice(-2000)}`);
+    const report = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { before: number; after: number; unhandled: number };
+    assert.equal(report.after, report.before, "CL_CONTEXT_REFERENCE_COUNT is back to what it was: every queue release happened");
+    assert.equal(report.unhandled, 0);
+  }, 70_000);
+});
+
+describe("exceptions thrown by OpenCL callbacks", () => {
+  test("onFree that throws undefined rejects the pending wait() with undefined", async () => {
+    const ctx = cl.createContext();
+    const queue = ctx.createCommandQueue();
+    try {
+      if (!ctx.devices[0].svm.coarseGrainBuffer) return;
+      const event = queue.enqueueSVMFree([ctx.svmAlloc(64)], {
+        onFree: () => {
+          throw undefined;
+        },
+      });
+      let outcome = "resolved";
+      await withTimeout(event.wait(), 10_000, "wait").catch((e) => (outcome = `rejected with ${String(e)}`));
+      assert.equal(outcome, "rejected with undefined");
+      event.release();
+    } finally {
+      queue.release();
+      ctx.release();
+    }
+  });
+
+  test("an async destructor callback that rejects rejects destroyed, and nothing else", async () => {
+    const ctx = cl.createContext();
+    const errors: unknown[] = [];
+    onCallbackError((e) => void errors.push(e));
+    try {
+      const buf = ctx.createBuffer(64);
+      let later = false;
+      buf.setDestructorCallback(async () => {
+        await new Promise((r) => setTimeout(r, 5));
+        later = true;
+        throw null;
+      });
+      const destroyed = buf.destroyed;
+      buf.release();
+      let outcome = "resolved";
+      await withTimeout(destroyed, 10_000, "destroyed").catch((e) => (outcome = `rejected with ${String(e)}`));
+      assert.equal(later, true, "destroyed waited for the callback's promise");
+      assert.equal(outcome, "rejected with null");
+      assert.equal(errors.length, 0);
+    } finally {
+      onCallbackError(null);
+      ctx.release();
+    }
+  });
+
+  test("every thrown value (undefined, null, 0, \"\", a string, an Error, async rejections) reaches the program exactly once on each route (child process)", async () => {
+    await expectOk("async-callback-errors.ts");
+  }, 70_000);
+});
+
+describe("callbacks that re-enter, release their own objects, or exit", () => {
+  test("destructor callbacks and onFree that create, enqueue, wait and release (their own objects too) (child process)", async () => {
+    await expectOk("async-callback-reentry.ts", ["reenter"]);
+  }, 70_000);
+
+  for (const mode of ["exit-destructor", "exit-onfree"]) {
+    test(`process.exit(7) inside ${mode === "exit-destructor" ? "a destructor callback" : "onFree"}, with waits and finish in flight, exits with 7 (child process)`, async () => {
+      const r = await runScript(fixture("async-callback-reentry.ts"), [mode], { timeout: 60_000 });
+      assert.equal(r.timedOut, false, "hung");
+      assert.equal(r.code, 7, `exit ${r.code} ${r.signal}: ${(r.stdout + r.stderr).slice(-2000)}`);
+    }, 70_000);
+  }
+});
+
+describe("JS callbacks inside native calls (Deno's V8 fast calls)", () => {
+  test("symbols during which native code can call JS are marked reentrant; unguarded bindings exist", () => {
+    for (const name of ["clReleaseMemObject", "clReleaseContext", "clReleaseCommandQueue", "clReleaseEvent", "clSetUserEventStatus"] as const) {
+      assert.equal((openclSymbols[name] as { reentrant?: boolean }).reentrant, true, name);
+    }
+    for (const name of ["rtcReleaseScene", "rtcReleaseDevice", "rtcNewGeometry", "rtcSetNewGeometryBuffer", "rtcReleaseGeometry", "rtcCommitScene"] as const) {
+      assert.equal((embreeSymbols[name] as { reentrant?: boolean }).reentrant, true, name);
+    }
+    assert.equal(typeof opencl().unguarded.clReleaseMemObject, "function");
+  });
+
+  test(`a callback inside clReleaseMemObject that deoptimizes its caller does not abort ${runtime} (child process)`, async () => {
+    await expectOk("deno-fast-call-reentry.ts");
+  }, 70_000);
+
+  test("200 000 creates and releases, destructor callbacks, SVM frees and a forced GC, twice (child process)", async () => {
+    for (let i = 0; i < 2; i++) await expectOk("release-heavy-loop.ts", [], 90_000);
+  }, 200_000);
+});
