@@ -18,7 +18,7 @@ const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, cont
  * `wait()` does not use it: PoCL never calls it for a command whose wait list failed, while
  * clWaitForEvents reports that failure.
  */
-const completions = new IdTable<{ resolve: (status: number) => void; pinned: ArrayBufferView | undefined }>();
+const completions = new IdTable<{ resolve: (status: number) => void; pinned: unknown }>();
 let completionTrampoline: ReturnType<typeof backend.callback> | undefined;
 
 /**
@@ -81,10 +81,10 @@ export class Event {
   }
 
   /**
-   * @internal Registers the completion callback on first use; `pin` keeps host memory a command
-   * reads or writes alive until the command is done.
+   * @internal Registers the completion callback on first use; `pin` keeps what a command uses
+   * (host memory it reads or writes, SVM allocations) alive until the command is done.
    */
-  completion(pin?: ArrayBufferView): Promise<number> {
+  completion(pin?: unknown): Promise<number> {
     if (this.#completed !== undefined) return this.#completed;
     const handle = this.handle();
     completionTrampoline ??= backend.callback(openclCallbacks.eventStatus, (_event: unknown, status: number, id: number) => {
@@ -161,6 +161,11 @@ export function waitList(events: readonly Event[] | undefined): { count: number;
     return e.handle();
   });
   return { count: handles.length, list: pointerArray(handles) };
+}
+
+/** Completion callbacks registered and not yet delivered (each pins what its command uses). */
+export function completionsPending(): number {
+  return completions.size;
 }
 
 /** Wraps the cl_event an enqueue call just wrote into `eventOut`. */
