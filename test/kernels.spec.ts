@@ -430,6 +430,33 @@ describe("lifetimes across commands", () => {
     assert.equal(ctx.liveObjects, live - 3, "freed once the kernel completed");
   });
 
+  test("with no wait and no finish, a released allocation is still freed once its command completed", async () => {
+    needSVM();
+    for (let i = 0; i < 3; i++) {
+      gc();
+      await sleep(5);
+    }
+    const before = ctx.liveObjects;
+    await (async () => {
+      // A queue, kernel and allocation the program drops at once, without waiting on anything.
+      const q = ctx.createCommandQueue();
+      const k = program.createKernel("scale");
+      const a = ctx.svmAlloc(64 * 4);
+      k.setArg(0, a).setArg(1, cl.int(2));
+      q.enqueueNDRangeKernel(k, [64]).release();
+      q.flush();
+      a.release();
+      k.release();
+      q.release();
+    })();
+    for (let i = 0; i < 3; i++) {
+      gc();
+      await sleep(5);
+    }
+    for (let i = 0; i < 400 && ctx.liveObjects !== before; i++) await sleep(5);
+    assert.equal(ctx.liveObjects, before, "queue, kernel and allocation all gone");
+  });
+
   test("enqueueSVMFree after a kernel frees after it; onFree sees the kernel's results (fine grain)", async () => {
     needSVM(true);
     const n = 64;

@@ -22,6 +22,15 @@ const completions = new IdTable<{ resolve: (status: number) => void; pinned: unk
 let completionTrampoline: ReturnType<typeof backend.callback> | undefined;
 
 /**
+ * @internal What a queue learns from waits on its commands' events: on an in-order queue, a
+ * command that completed means every command enqueued before it completed too.
+ */
+export interface CommandTracker {
+  waitStarted(seq: number): void;
+  waitEnded(seq: number, completed: boolean): void;
+}
+
+/**
  * A cl_event. `wait()` never blocks the JS thread: clWaitForEvents runs on a backend thread.
  * @example
  * const event = queue.enqueueSVMFree(allocs, { onFree: () => console.log("freed") });
@@ -34,6 +43,9 @@ export class Event {
   #after: Promise<void> | undefined;
   /** Resolves with the final execution status (CL_COMPLETE or a negative error) once OpenCL says so. */
   #completed: Promise<number> | undefined;
+  /** The queue whose command this is, and the command's number there. */
+  #tracker: CommandTracker | undefined;
+  #seq = 0;
   readonly context: Context;
   [inRegistry] = false;
 
@@ -76,8 +88,28 @@ export class Event {
    */
   async wait(): Promise<void> {
     const list = pointerArray([this.handle()]);
-    check("clWaitForEvents", await opencl().async.clWaitForEvents(1, list) as number);
+    const tracker = this.#tracker;
+    let status: number;
+    if (tracker === undefined) status = await opencl().async.clWaitForEvents(1, list) as number;
+    else {
+      tracker.waitStarted(this.#seq);
+      try {
+        status = await opencl().async.clWaitForEvents(1, list) as number;
+      } catch (error) {
+        tracker.waitEnded(this.#seq, false);
+        throw error;
+      }
+      tracker.waitEnded(this.#seq, status === 0);
+    }
+    check("clWaitForEvents", status);
     await this.#after;
+  }
+
+  /** @internal The event of command number `seq` of an in-order queue. */
+  track(tracker: CommandTracker, seq: number): this {
+    this.#tracker = tracker;
+    this.#seq = seq;
+    return this;
   }
 
   /**
