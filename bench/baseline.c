@@ -56,6 +56,20 @@ static struct {
   void (*clSVMFree)(cl_handle, void *);
   cl_int (*clEnqueueSVMFree)(cl_handle, cl_uint, void *[], void (*)(cl_handle, cl_uint, void *[], void *), void *,
                              cl_uint, const cl_handle *, cl_handle *);
+  cl_int (*clEnqueueSVMMemcpy)(cl_handle, cl_uint, void *, const void *, size_t, cl_uint, const cl_handle *, cl_handle *);
+  cl_int (*clSetKernelArgSVMPointer)(cl_handle, cl_uint, const void *);
+  /* the pipeline case: programs, kernels, commands */
+  cl_handle (*clCreateProgramWithSource)(cl_handle, cl_uint, const char **, const size_t *, cl_int *);
+  cl_int (*clBuildProgram)(cl_handle, cl_uint, const cl_handle *, const char *, void *, void *);
+  cl_handle (*clCreateKernel)(cl_handle, const char *, cl_int *);
+  cl_int (*clSetKernelArg)(cl_handle, cl_uint, size_t, const void *);
+  cl_int (*clEnqueueNDRangeKernel)(cl_handle, cl_handle, cl_uint, const size_t *, const size_t *, const size_t *, cl_uint,
+                                   const cl_handle *, cl_handle *);
+  cl_int (*clEnqueueWriteBuffer)(cl_handle, cl_handle, cl_uint, size_t, size_t, const void *, cl_uint, const cl_handle *,
+                                 cl_handle *);
+  cl_int (*clWaitForEvents)(cl_uint, const cl_handle *);
+  cl_int (*clReleaseKernel)(cl_handle);
+  cl_int (*clReleaseProgram)(cl_handle);
 } cl;
 
 /* ---- Embree 3/4, declared by hand (rtcore_*.h values; the calls used are the same in both) ---- */
@@ -322,6 +336,89 @@ static double run_svm(long n, void *p) {
   return -1;
 }
 
+/* The pipeline case (bench/plan.ts): the kernel source is pipelineKernel there, verbatim. */
+static const char *pipeline_source = "__kernel void pipeline(__global const int *in, __global int *out, int k) "
+                                     "{ size_t i = get_global_id(0); out[i] = in[i] * k + 1; }";
+static cl_handle pipeline_kernel;
+static int32_t pipeline_in[1024], pipeline_out[1024];
+
+/* Per iteration: buffer + destructor callback, SVM, write, kernel, read back awaited, SVM freed in queue order, release. */
+static double run_pipeline(long n, void *p) {
+  (void)p;
+  const size_t size = sizeof pipeline_in, global = size / 4;
+  const int32_t k = 3;
+  long expected = destroyed_count;
+  for (long i = 0; i < n; i++) {
+    cl_int err;
+    cl_handle mem = cl.clCreateBuffer(context, CL_MEM_READ_WRITE, size, NULL, &err);
+    if (!mem) {
+      fprintf(stderr, "baseline: clCreateBuffer failed: %d\n", err);
+      exit(1);
+    }
+    cl.clSetMemObjectDestructorCallback(mem, on_destroyed, NULL);
+    void *svm = cl.clSVMAlloc(context, CL_MEM_READ_WRITE, size, 0);
+    if (!svm) {
+      fprintf(stderr, "baseline: clSVMAlloc failed\n");
+      exit(1);
+    }
+    cl_handle event;
+    cl.clEnqueueWriteBuffer(queue, mem, 0, 0, size, pipeline_in, 0, NULL, &event);
+    cl.clReleaseEvent(event);
+    cl.clSetKernelArg(pipeline_kernel, 0, sizeof mem, &mem);
+    cl.clSetKernelArgSVMPointer(pipeline_kernel, 1, svm);
+    cl.clSetKernelArg(pipeline_kernel, 2, sizeof k, &k);
+    err = cl.clEnqueueNDRangeKernel(queue, pipeline_kernel, 1, NULL, &global, NULL, 0, NULL, &event);
+    if (err != 0) {
+      fprintf(stderr, "baseline: clEnqueueNDRangeKernel failed: %d\n", err);
+      exit(1);
+    }
+    cl.clReleaseEvent(event);
+    cl.clEnqueueSVMMemcpy(queue, 0, pipeline_out, svm, size, 0, NULL, &event);
+    cl.clWaitForEvents(1, &event);
+    cl.clReleaseEvent(event);
+    void *pointers[1] = { svm };
+    cl.clEnqueueSVMFree(queue, 1, pointers, NULL, NULL, 0, NULL, &event);
+    cl.clReleaseEvent(event);
+    cl.clReleaseMemObject(mem);
+    expected++;
+  }
+  cl.clFinish(queue);
+  wait_destroyed(expected);
+  if (pipeline_out[1023] != 1023 * 3 + 1) {
+    fprintf(stderr, "baseline: the pipeline computed a wrong result\n");
+    exit(1);
+  }
+  return -1;
+}
+
+static void pipeline_case(const char *name) {
+  if (!cl.clSVMAlloc || !cl.clEnqueueSVMFree || !cl.clEnqueueSVMMemcpy || !cl.clSetKernelArgSVMPointer) {
+    unavailable(name, "the OpenCL library has no SVM entry points (OpenCL 2.0)");
+    return;
+  }
+  void *probe = cl.clSVMAlloc(context, CL_MEM_READ_WRITE, 4096, 0);
+  if (!probe) {
+    unavailable(name, "clSVMAlloc returned NULL: the device has no SVM");
+    return;
+  }
+  cl.clSVMFree(context, probe);
+  cl_int err = 0;
+  cl_handle program = cl.clCreateProgramWithSource(context, 1, &pipeline_source, NULL, &err);
+  if (!program || cl.clBuildProgram(program, 0, NULL, "", NULL, NULL) != 0) {
+    unavailable(name, "the pipeline kernel does not build (%d)", err);
+    return;
+  }
+  pipeline_kernel = cl.clCreateKernel(program, "pipeline", &err);
+  if (!pipeline_kernel) {
+    unavailable(name, "clCreateKernel failed: %d", err);
+    return;
+  }
+  for (int i = 0; i < 1024; i++) pipeline_in[i] = i;
+  measure(name, 1, run_pipeline, NULL);
+  cl.clReleaseKernel(pipeline_kernel);
+  cl.clReleaseProgram(program);
+}
+
 static void opencl_cases(void) {
   static const char *const names[] = { "libOpenCL.so.1", "libOpenCL.so", NULL };
   static const struct { size_t size; const char *name; } sizes[] = {
@@ -329,7 +426,8 @@ static void opencl_cases(void) {
   };
   const char *all[] = { "buffer 64 B", "buffer 4 KiB", "buffer 1 MiB", "buffer 16 MiB", "buffer 4 KiB +1 destructor",
                         "buffer 4 KiB +4 destructors", "buffer 4 KiB await destroyed", "buffer 4 KiB hostPtr use",
-                        "svm 4 KiB enqueueSVMFree", "svm 4 KiB enqueueSVMFree+onFree", "svm 4 KiB release" };
+                        "svm 4 KiB enqueueSVMFree", "svm 4 KiB enqueueSVMFree+onFree", "svm 4 KiB release",
+                        "pipeline 4 KiB" };
   const int count = sizeof all / sizeof *all;
   char why[2048];
   void *lib = open_first("OPENCL_LIBRARY", names, why, sizeof why);
@@ -342,6 +440,10 @@ static void opencl_cases(void) {
   BIND(cl, lib, clReleaseCommandQueue); BIND(cl, lib, clReleaseContext); BIND(cl, lib, clFinish);
   BIND(cl, lib, clCreateBuffer); BIND(cl, lib, clReleaseMemObject); BIND(cl, lib, clSetMemObjectDestructorCallback);
   BIND(cl, lib, clReleaseEvent); BIND(cl, lib, clSVMAlloc); BIND(cl, lib, clSVMFree); BIND(cl, lib, clEnqueueSVMFree);
+  BIND(cl, lib, clEnqueueSVMMemcpy); BIND(cl, lib, clSetKernelArgSVMPointer); BIND(cl, lib, clCreateProgramWithSource);
+  BIND(cl, lib, clBuildProgram); BIND(cl, lib, clCreateKernel); BIND(cl, lib, clSetKernelArg);
+  BIND(cl, lib, clEnqueueNDRangeKernel); BIND(cl, lib, clEnqueueWriteBuffer); BIND(cl, lib, clWaitForEvents);
+  BIND(cl, lib, clReleaseKernel); BIND(cl, lib, clReleaseProgram);
 
   char device_name[256] = "";
   cl_handle device = pick_device(device_name, sizeof device_name);
@@ -385,6 +487,7 @@ static void opencl_cases(void) {
     svm_case c = { mode };
     measure(name, 1, run_svm, &c);
   }
+  if (wanted(all[11])) pipeline_case(all[11]);
   cl.clReleaseCommandQueue(queue);
   cl.clReleaseContext(context);
 }

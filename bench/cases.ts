@@ -16,7 +16,7 @@ import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 import { embreeCallbacks, embreeSymbols } from "../ffi/symbols/embree.ts";
 import { libcSymbols, RTLD_GLOBAL, RTLD_NODELETE, RTLD_NOW } from "../ffi/symbols/libc.ts";
 import { type Body, emit, type Entry, measureAll, type MeasureOptions } from "./measure.ts";
-import { budgetBytes, type CaseSpec, embreeCases, matches, openclCases, triangleSets } from "./plan.ts";
+import { budgetBytes, type CaseSpec, embreeCases, matches, openclCases, pipelineKernel, triangleSets } from "./plan.ts";
 
 // ---- options ------------------------------------------------------------------------------------
 
@@ -148,6 +148,7 @@ async function openclBenchmarks(): Promise<void> {
     : s.clSVMAlloc === undefined ? "the OpenCL library has no clSVMAlloc (OpenCL 2.0)" : undefined;
 
   const items: { spec: CaseSpec; impls: Impl[] }[] = [];
+  const cleanups: (() => void)[] = [];
   for (const spec of specs) {
     const size = spec.bytes!;
     const k = spec.callbacks ?? 0;
@@ -206,6 +207,8 @@ async function openclBenchmarks(): Promise<void> {
       };
     } else if (svmReason !== undefined) {
       rawBody = memlifeBody = svmReason;
+    } else if (spec.kind === "pipeline") {
+      [rawBody, memlifeBody] = await pipelineBodies(size);
     } else {
       const mode = spec.name.endsWith("release") ? "release" : spec.name.endsWith("onFree") ? "onFree" : "enqueue";
       rawBody = async (n) => {
@@ -246,11 +249,95 @@ async function openclBenchmarks(): Promise<void> {
     }
     items.push({ spec, impls: [{ impl: "raw", body: rawBody }, { impl: "memlife", body: memlifeBody }] });
   }
+  /**
+   * The pipeline case, raw and memlife. Both use the same built kernel (memlife's, through its
+   * handle for the raw floor): building is set-up, not part of an iteration.
+   */
+  async function pipelineBodies(size: number): Promise<[Body | string, Body | string]> {
+    const program = ctx.createProgram(pipelineKernel);
+    try {
+      await program.build();
+    } catch (error) {
+      program.release();
+      const reason = `the pipeline kernel does not build: ${error instanceof Error ? error.message : String(error)}`;
+      return [reason, reason];
+    }
+    const kernel = program.createKernel("pipeline");
+    const k = kernel.unsafeHandle;
+    const items = size / 4;
+    const input = Int32Array.from({ length: items }, (_, i) => i);
+    const output = new Int32Array(new ArrayBuffer(size));
+    const outputPtr = backend.pointerOf(output);
+    const argSlot = new BigUint64Array(new ArrayBuffer(8));
+    const factor = new Int32Array([3]);
+    const globalSize = new BigUint64Array([BigInt(items)]);
+    const waitSlot = new BigUint64Array(new ArrayBuffer(8));
+    const check = (status: number, fn: string) => {
+      if (status !== 0) throw new Error(`${fn}: ${status}`);
+    };
+    const rawBody: Body = async (n) => {
+      const expected = rawDestroyed + n;
+      for (let i = 0; i < n; i++) {
+        const mem = s.clCreateBuffer(context, READ_WRITE, size, null, errcode);
+        if (mem === null) throw new Error(`clCreateBuffer: ${errcode[0]}`);
+        check(s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0), "clSetMemObjectDestructorCallback");
+        const svm = s.clSVMAlloc(context, READ_WRITE, size, 0);
+        if (svm === null) throw new Error("clSVMAlloc returned NULL");
+        check(s.clEnqueueWriteBuffer(q, mem, 0, 0, size, input, 0, null, eventSlot), "clEnqueueWriteBuffer");
+        s.clReleaseEvent(backend.fromAddress(eventSlot[0]));
+        argSlot[0] = backend.address(mem);
+        check(s.clSetKernelArg(k, 0, 8, argSlot), "clSetKernelArg");
+        check(s.clSetKernelArgSVMPointer(k, 1, svm), "clSetKernelArgSVMPointer");
+        check(s.clSetKernelArg(k, 2, 4, factor), "clSetKernelArg");
+        check(s.clEnqueueNDRangeKernel(q, k, 1, null, globalSize, null, 0, null, eventSlot), "clEnqueueNDRangeKernel");
+        s.clReleaseEvent(backend.fromAddress(eventSlot[0]));
+        check(s.clEnqueueSVMMemcpy(q, 0, outputPtr, svm, size, 0, null, eventSlot), "clEnqueueSVMMemcpy");
+        waitSlot[0] = eventSlot[0];
+        check(await raw.async.clWaitForEvents(1, waitSlot) as number, "clWaitForEvents");
+        s.clReleaseEvent(backend.fromAddress(waitSlot[0]));
+        svmList[0] = backend.address(svm);
+        check(s.clEnqueueSVMFree(q, 1, svmList, null, 0, 0, null, eventSlot), "clEnqueueSVMFree");
+        s.clReleaseEvent(backend.fromAddress(eventSlot[0]));
+        check(s.clReleaseMemObject(mem), "clReleaseMemObject");
+      }
+      await raw.async.clFinish(q);
+      await until(() => rawDestroyed >= expected, "destructor callbacks");
+      if (output[items - 1] !== (items - 1) * 3 + 1) throw new Error("the raw pipeline computed a wrong result");
+    };
+    const k3 = cl.int(3);
+    const global = [items];
+    const memlifeBody: Body = async (n) => {
+      const expected = destroyed + n;
+      for (let i = 0; i < n; i++) {
+        const buffer = ctx.createBuffer(size);
+        buffer.setDestructorCallback(onDestroyed);
+        const svm = ctx.svmAlloc(size);
+        queue.enqueueWriteBuffer(buffer, input).release();
+        kernel.setArg(0, buffer).setArg(1, svm).setArg(2, k3);
+        queue.enqueueNDRangeKernel(kernel, global).release();
+        const read = queue.enqueueSVMMemcpy(output, svm);
+        await read.wait();
+        read.release();
+        queue.enqueueSVMFree([svm]).release();
+        buffer.release();
+      }
+      await queue.finish();
+      await until(() => destroyed >= expected, "destructor callbacks");
+      if (output[items - 1] !== (items - 1) * 3 + 1) throw new Error("the memlife pipeline computed a wrong result");
+    };
+    cleanups.push(() => {
+      kernel.release();
+      program.release();
+    });
+    return [rawBody, memlifeBody];
+  }
+
   // What a destructor callback adds is a difference between cases: measure the 4 KiB buffer with
   // 0, 1 and 4 callbacks together, round-robin, so that load changes do not land in the difference.
   const together = (spec: CaseSpec) => (spec.kind === "create" || spec.kind === "callbacks") && spec.bytes === 4096;
   await bench(items.filter((item) => together(item.spec)));
   for (const item of items) if (!together(item.spec)) await bench([item]);
+  for (const cleanup of cleanups) cleanup();
   queue.release();
   ctx.release();
 }

@@ -10,7 +10,7 @@ export interface CaseSpec {
   readonly name: string;
   readonly group: Group;
   /** What the rows of this case are compared with; see `targets` in bench/report.ts. */
-  readonly kind: "create" | "callbacks" | "await" | "svm" | "embree";
+  readonly kind: "create" | "callbacks" | "await" | "svm" | "pipeline" | "embree";
   /** Buffer size or SVM size in bytes (OpenCL cases). */
   readonly bytes?: number;
   /** Destructor callbacks per buffer. */
@@ -39,7 +39,15 @@ export const openclCases: readonly CaseSpec[] = [
   { name: "svm 4 KiB enqueueSVMFree", group: "opencl", kind: "svm", bytes: 4096, impls: raw, pyopencl: true },
   { name: "svm 4 KiB enqueueSVMFree+onFree", group: "opencl", kind: "svm", bytes: 4096, impls: raw, pyopencl: false },
   { name: "svm 4 KiB release", group: "opencl", kind: "svm", bytes: 4096, impls: raw, pyopencl: true },
+  // Per iteration: a buffer (with a destructor callback) and an SVM allocation, a write into the
+  // buffer, a kernel reading it into the SVM allocation, a read back awaited, the SVM freed with
+  // enqueueSVMFree and the buffer released. PyOpenCL does the same minus the destructor callback.
+  { name: "pipeline 4 KiB", group: "opencl", kind: "pipeline", bytes: 4096, impls: raw, pyopencl: true },
 ];
+
+/** The kernel of the pipeline case, the same source in every implementation. */
+export const pipelineKernel = "__kernel void pipeline(__global const int *in, __global int *out, int k) " +
+  "{ size_t i = get_global_id(0); out[i] = in[i] * k + 1; }";
 
 /** "10k", "1M": how case names spell a triangle count. */
 export function triangleLabel(n: number): string {

@@ -2,7 +2,8 @@
 
 Run by bench/main.ts with the Python that has `pyopencl` (Debian: python3-pyopencl). Same method,
 options, case names and JSON lines as bench/cases.ts (see bench/measure.ts). PyOpenCL has no
-destructor callbacks and no SVM-free callback, so those cases say "unavailable".
+destructor callbacks and no SVM-free callback, so those cases say "unavailable" (the pipeline case
+runs without its destructor callback).
 """
 import json
 import math
@@ -25,7 +26,11 @@ CASES = [
     "buffer 4 KiB +1 destructor", "buffer 4 KiB +4 destructors", "buffer 4 KiB await destroyed",
     "buffer 4 KiB hostPtr use",
     "svm 4 KiB enqueueSVMFree", "svm 4 KiB enqueueSVMFree+onFree", "svm 4 KiB release",
+    "pipeline 4 KiB",
 ]
+# pipelineKernel of bench/plan.ts, verbatim.
+PIPELINE_KERNEL = ("__kernel void pipeline(__global const int *in, __global int *out, int k) "
+                   "{ size_t i = get_global_id(0); out[i] = in[i] * k + 1; }")
 
 
 def emit(line):
@@ -44,6 +49,7 @@ def quantile(s, q):
 
 def measure(name, body):
     """body(n) performs n operations. Warm up while calibrating n to one sample's length, then sample."""
+    body(0)  # set-up a body may need (a kernel build), outside the timing
     n, spent = 1, 0.0
     while True:
         start = time.perf_counter_ns()
@@ -126,17 +132,45 @@ def main():
         for _ in range(n):
             cl.SVMAllocation(ctx, 4096, 0, cl.svm_mem_flags.READ_WRITE).release()
 
+    pipeline_state = {}
+
+    def pipeline(n):
+        """bench/plan.ts's pipeline case, minus the destructor callback PyOpenCL does not have."""
+        if not pipeline_state:
+            # Set-up, outside every timing: building the kernel (measure() calls body(0) first).
+            kernel = cl.Program(ctx, PIPELINE_KERNEL).build().pipeline
+            pipeline_state.update(kernel=kernel, host_in=np.arange(1024, dtype=np.int32),
+                                  host_out=np.zeros(1024, dtype=np.int32), k=np.int32(3))
+            if n == 0:
+                return
+        kernel, host_in, host_out, k = (pipeline_state[key] for key in ("kernel", "host_in", "host_out", "k"))
+        for _ in range(n):
+            buf = cl.Buffer(ctx, mf.READ_WRITE, 4096)
+            svm = cl.SVMAllocation(ctx, 4096, 0, cl.svm_mem_flags.READ_WRITE)
+            cl.enqueue_copy(queue, buf, host_in, is_blocking=False)
+            kernel.set_arg(0, buf)
+            kernel.set_arg(1, svm)
+            kernel.set_arg(2, k)
+            cl.enqueue_nd_range_kernel(queue, kernel, (1024,), None)
+            cl.enqueue_copy(queue, host_out, svm, is_blocking=False).wait()
+            svm.enqueue_release(queue)
+            buf.release()
+        queue.finish()
+        if n > 0 and host_out[1023] != 1023 * 3 + 1:
+            raise RuntimeError("the PyOpenCL pipeline computed a wrong result")
+
     bodies = {
         "buffer 64 B": create(64), "buffer 4 KiB": create(4096), "buffer 1 MiB": create(1 << 20),
         "buffer 16 MiB": create(16 << 20), "buffer 4 KiB hostPtr use": host_ptr_use,
         "svm 4 KiB enqueueSVMFree": svm_enqueue, "svm 4 KiB release": svm_release,
+        "pipeline 4 KiB": pipeline,
     }
     for name in wanted:
         body = bodies.get(name)
         if body is None:
             what = "SVM-free callbacks" if name.startswith("svm") else "destructor callbacks"
             unavailable(name, f"PyOpenCL has no {what}")
-        elif name.startswith("svm") and not has_svm:
+        elif (name.startswith("svm") or name.startswith("pipeline")) and not has_svm:
             unavailable(name, f'device "{device.name}" has no SVM')
         else:
             try:

@@ -23,6 +23,8 @@ export class OpenCLError extends Error {
   readonly codeName: string;
   /** The OpenCL function that returned it, e.g. "clCreateBuffer". */
   readonly fn: string;
+  /** A failed `program.build()`: each device's build log (the message quotes them too). */
+  buildLog?: readonly { readonly device: { readonly name: string }; readonly log: string }[];
   constructor(fn: string, code: number, detail?: string) {
     const codeName = openclCodeName(code);
     super(`${fn} failed: ${codeName} (${code})${detail ? `: ${detail}` : ""}`);

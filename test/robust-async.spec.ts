@@ -172,7 +172,7 @@ describe("callbacks that re-enter, release their own objects, or exit", () => {
 
 describe("JS callbacks inside native calls (Deno's V8 fast calls)", () => {
   test("symbols during which native code can call JS are marked reentrant; unguarded bindings exist", () => {
-    for (const name of ["clReleaseMemObject", "clReleaseContext", "clReleaseCommandQueue", "clReleaseEvent", "clSetUserEventStatus"] as const) {
+    for (const name of ["clReleaseMemObject", "clReleaseContext", "clReleaseCommandQueue", "clReleaseEvent", "clSetUserEventStatus", "clSetEventCallback", "clReleaseKernel", "clReleaseProgram"] as const) {
       assert.equal((openclSymbols[name] as { reentrant?: boolean }).reentrant, true, name);
     }
     for (const name of ["rtcReleaseScene", "rtcReleaseDevice", "rtcNewGeometry", "rtcSetNewGeometryBuffer", "rtcReleaseGeometry", "rtcCommitScene"] as const) {

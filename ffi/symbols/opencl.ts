@@ -88,6 +88,7 @@ export const openclSymbols = {
   clSetEventCallback: {
     args: ["ptr", "i32", "fn", "usize"], // cl_event, cl_int command_exec_callback_type, void (CL_CALLBACK *pfn_notify)(cl_event, cl_int event_command_status, void *user_data), void *user_data
     returns: "i32",
+    reentrant: true, // PoCL runs pfn_notify inside the call when the event already completed
   },
   clCreateUserEvent: { args: ["ptr", "buffer"], returns: "ptr" }, // cl_context, cl_int *errcode_ret
   // Completing or failing a user event may end the commands waiting on it on the calling thread.
@@ -111,6 +112,96 @@ export const openclSymbols = {
     returns: "i32",
     optional: true, // OpenCL 2.0
     blocking: true,
+  },
+  clEnqueueSVMMemFill: {
+    args: ["ptr", "ptr", "buffer", "usize", "usize", "u32", "buffer", "buffer"], // cl_command_queue, void *svm_ptr, const void *pattern, size_t pattern_size, size_t size, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    optional: true, // OpenCL 2.0
+  },
+  clEnqueueSVMMap: {
+    args: ["ptr", "u32", "u64", "ptr", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_bool blocking_map, cl_map_flags, void *svm_ptr, size_t size, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    optional: true, // OpenCL 2.0
+  },
+  clEnqueueSVMUnmap: {
+    args: ["ptr", "ptr", "u32", "buffer", "buffer"], // cl_command_queue, void *svm_ptr, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    optional: true, // OpenCL 2.0
+  },
+  clEnqueueCopyBuffer: {
+    args: ["ptr", "ptr", "ptr", "usize", "usize", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_mem src, cl_mem dst, size_t src_offset, size_t dst_offset, size_t size, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+  },
+  clEnqueueFillBuffer: {
+    args: ["ptr", "ptr", "buffer", "usize", "usize", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_mem, const void *pattern, size_t pattern_size, size_t offset, size_t size, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    optional: true, // OpenCL 1.2
+  },
+  clEnqueueBarrierWithWaitList: {
+    args: ["ptr", "u32", "buffer", "buffer"], // cl_command_queue, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
+    optional: true, // OpenCL 1.2
+  },
+  clCreateProgramWithSource: {
+    args: ["ptr", "u32", "buffer", "buffer", "buffer"], // cl_context, cl_uint count, const char **strings, const size_t *lengths, cl_int *errcode_ret
+    returns: "ptr", // cl_program
+  },
+  clBuildProgram: {
+    // Called with pfn_notify NULL through the async binding: the build blocks a backend thread, never the JS thread.
+    args: ["ptr", "u32", "buffer", "cstring", "fn", "usize"], // cl_program, cl_uint num_devices, const cl_device_id *device_list, const char *options, void (CL_CALLBACK *pfn_notify)(cl_program, void *), void *user_data
+    returns: "i32",
+    blocking: true,
+  },
+  clGetProgramInfo: {
+    args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_program, cl_program_info, size_t, void *, size_t *
+    returns: "i32",
+  },
+  clGetProgramBuildInfo: {
+    args: ["ptr", "ptr", "u32", "usize", "buffer", "buffer"], // cl_program, cl_device_id, cl_program_build_info, size_t, void *, size_t *
+    returns: "i32",
+  },
+  clRetainProgram: { args: ["ptr"], returns: "i32" }, // cl_program
+  clReleaseProgram: { args: ["ptr"], returns: "i32", reentrant: true }, // cl_program (conservatively: a driver may free what its kernels hold)
+  clCreateKernel: {
+    args: ["ptr", "cstring", "buffer"], // cl_program, const char *kernel_name, cl_int *errcode_ret
+    returns: "ptr", // cl_kernel
+  },
+  clCreateKernelsInProgram: {
+    args: ["ptr", "u32", "buffer", "buffer"], // cl_program, cl_uint num_kernels, cl_kernel *kernels, cl_uint *num_kernels_ret
+    returns: "i32",
+  },
+  clGetKernelInfo: {
+    args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_kernel, cl_kernel_info, size_t, void *, size_t *
+    returns: "i32",
+  },
+  clGetKernelWorkGroupInfo: {
+    args: ["ptr", "ptr", "u32", "usize", "buffer", "buffer"], // cl_kernel, cl_device_id, cl_kernel_work_group_info, size_t, void *, size_t *
+    returns: "i32",
+  },
+  clGetKernelArgInfo: {
+    args: ["ptr", "u32", "u32", "usize", "buffer", "buffer"], // cl_kernel, cl_uint arg_indx, cl_kernel_arg_info, size_t, void *, size_t *
+    returns: "i32",
+    optional: true, // OpenCL 1.2
+  },
+  clRetainKernel: { args: ["ptr"], returns: "i32" }, // cl_kernel
+  clReleaseKernel: { args: ["ptr"], returns: "i32", reentrant: true }, // cl_kernel (a driver that retains arguments may drop a buffer's last reference)
+  clSetKernelArg: {
+    args: ["ptr", "u32", "usize", "buffer"], // cl_kernel, cl_uint arg_index, size_t arg_size, const void *arg_value
+    returns: "i32",
+  },
+  clSetKernelArgSVMPointer: {
+    args: ["ptr", "u32", "ptr"], // cl_kernel, cl_uint arg_index, const void *arg_value
+    returns: "i32",
+    optional: true, // OpenCL 2.0
+  },
+  clSetKernelExecInfo: {
+    args: ["ptr", "u32", "usize", "buffer"], // cl_kernel, cl_kernel_exec_info, size_t param_value_size, const void *param_value
+    returns: "i32",
+    optional: true, // OpenCL 2.0
+  },
+  clEnqueueNDRangeKernel: {
+    args: ["ptr", "ptr", "u32", "buffer", "buffer", "buffer", "u32", "buffer", "buffer"], // cl_command_queue, cl_kernel, cl_uint work_dim, const size_t *global_work_offset, const size_t *global_work_size, const size_t *local_work_size, cl_uint num_events, const cl_event *wait_list, cl_event *event
+    returns: "i32",
   },
 } as const satisfies SymbolTable;
 

@@ -11,6 +11,7 @@ import { Device, getPlatforms } from "./platform.ts";
 import { show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
 import { SVMAllocation, type SVMOptions } from "./svm.ts";
+import { Program } from "./program.ts";
 
 const net = new SafetyNet<Pointer>(releaseContext);
 
@@ -142,6 +143,26 @@ export class Context {
     this.handle();
     if (!this.devices.includes(device)) throw new TypeError(`the device is not one of this context's devices, got ${show(device)}`);
     return new CommandQueue(this, device);
+  }
+
+  /**
+   * A program from OpenCL C source; `await program.build()` before making kernels.
+   * @example
+   * const program = ctx.createProgram(`__kernel void fill(__global int *x, int v) { x[get_global_id(0)] = v; }`);
+   * await program.build();
+   */
+  createProgram(source: string): Program {
+    this.handle();
+    return new Program(this, source);
+  }
+
+  /**
+   * Objects made from this context whose native side is not released yet: buffers, queues, events,
+   * SVM allocations (one freed in queue order counts until its command completed), programs,
+   * kernels, and builds running. For leak checks.
+   */
+  get liveObjects(): number {
+    return this.#children;
   }
 
   /** An event the program completes itself (`setStatus()`), to hold commands back. */

@@ -19,8 +19,17 @@ const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, cont
  * `wait()` does not use it: PoCL never calls it for a command whose wait list failed, while
  * clWaitForEvents reports that failure.
  */
-const completions = new IdTable<{ resolve: (status: number) => void; pinned: ArrayBufferView | undefined }>();
+const completions = new IdTable<{ resolve: (status: number) => void; pinned: unknown }>();
 let completionTrampoline: ReturnType<typeof backend.callback> | undefined;
+
+/**
+ * @internal What a queue learns from waits on its commands' events: on an in-order queue, a
+ * command that completed means every command enqueued before it completed too.
+ */
+export interface CommandTracker {
+  waitStarted(seq: number): void;
+  waitEnded(seq: number, completed: boolean): void;
+}
 
 /**
  * A cl_event. `wait()` never blocks the JS thread: clWaitForEvents runs on a backend thread.
@@ -39,6 +48,9 @@ export class Event {
   #after: CallbackOutcome | undefined;
   /** Resolves with the final execution status (CL_COMPLETE or a negative error) once OpenCL says so. */
   #completed: Promise<number> | undefined;
+  /** The queue whose command this is, and the command's number there. */
+  #tracker: CommandTracker | undefined;
+  #seq = 0;
   readonly context: Context;
   [inRegistry] = false;
 
@@ -91,10 +103,13 @@ export class Event {
     const after = this.#after?.hold();
     // It may reject before the native wait returns: handled below, not an unhandled rejection.
     after?.catch(noop);
+    const tracker = this.#tracker;
+    tracker?.waitStarted(this.#seq);
     let status = -1;
     try {
       status = await opencl().async.clWaitForEvents(1, pointerArray([handle])) as number;
     } finally {
+      tracker?.waitEnded(this.#seq, status === 0);
       opencl().symbols.clReleaseEvent(handle);
       context.disown();
       // This wait rejects with the native failure; a callback exception still reaches the program.
@@ -104,11 +119,18 @@ export class Event {
     await after;
   }
 
+  /** @internal The event of command number `seq` of an in-order queue. */
+  track(tracker: CommandTracker, seq: number): this {
+    this.#tracker = tracker;
+    this.#seq = seq;
+    return this;
+  }
+
   /**
-   * @internal Registers the completion callback on first use; `pin` keeps host memory a command
-   * reads or writes alive until the command is done.
+   * @internal Registers the completion callback on first use; `pin` keeps what a command uses
+   * (host memory it reads or writes, SVM allocations) alive until the command is done.
    */
-  completion(pin?: ArrayBufferView): Promise<number> {
+  completion(pin?: unknown): Promise<number> {
     if (this.#completed !== undefined) return this.#completed;
     const handle = this.handle();
     completionTrampoline ??= backend.callback(openclCallbacks.eventStatus, (_event: unknown, status: number, id: number) => {
@@ -195,6 +217,11 @@ export function waitList(events: unknown): { count: number; list: BigUint64Array
     return e.handle();
   });
   return { count: handles.length, list: pointerArray(handles) };
+}
+
+/** Completion callbacks registered and not yet delivered (each pins what its command uses). */
+export function completionsPending(): number {
+  return completions.size;
 }
 
 /** Wraps the cl_event an enqueue call just wrote into `eventOut`. */

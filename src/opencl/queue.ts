@@ -1,13 +1,17 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import { inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { type CallbackOutcome, defer, IdTable, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { callable, integer, keys, memory, options as checkOptions, own, show } from "../check.ts";
 import { QueueInfo } from "./constants.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
-import { Event, eventFrom, waitList } from "./event.ts";
+import { type CommandTracker, Event, eventFrom, waitList } from "./event.ts";
 import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline, watchFailure } from "./svm.ts";
+import { Kernel, ndrangeSizes, TypedValue } from "./kernel.ts";
+import { backend } from "../backend.ts";
+import { MapFlags } from "./constants.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 
@@ -78,6 +82,196 @@ function hostPointer(view: ArrayBufferView): ArrayBufferView {
 }
 const noBytes = new Uint8Array(new ArrayBuffer(8));
 
+export interface NDRangeOptions {
+  /** Work-group size per dimension (default: the driver picks). */
+  local?: number[];
+  /** Global work offset per dimension (default: zeros). */
+  offset?: number[];
+  waitFor?: Event[];
+}
+
+export interface SVMCopyOptions {
+  /** Bytes to copy (default: what is left of `src` after `srcOffset`). */
+  size?: number;
+  srcOffset?: number;
+  dstOffset?: number;
+  waitFor?: Event[];
+}
+
+export interface RangeOptions {
+  /** Byte offset (default 0). */
+  offset?: number;
+  /** Bytes (default: the rest after `offset`). */
+  size?: number;
+  waitFor?: Event[];
+}
+
+export type MapAccess = "read" | "write" | "read_write" | "write_invalidate";
+export interface SVMMapOptions extends RangeOptions {
+  /** What the host does with the mapped range (default "read_write"); "write_invalidate" discards its contents. */
+  access?: MapAccess;
+}
+
+export interface CopyBufferOptions {
+  srcOffset?: number;
+  dstOffset?: number;
+  /** Bytes (default: what is left of `src` after `srcOffset`). */
+  size?: number;
+  waitFor?: Event[];
+}
+
+const mapFlags: Record<MapAccess, number> = {
+  read: MapFlags.READ,
+  write: MapFlags.WRITE,
+  read_write: MapFlags.READ | MapFlags.WRITE,
+  write_invalidate: MapFlags.WRITE_INVALIDATE_REGION,
+};
+
+/**
+ * An options object's own properties, refusing names it does not know (a typo such as `wiatFor`
+ * would otherwise be ignored in silence).
+ */
+function ownOptions<K extends string>(value: unknown, names: readonly K[], where: string): { [P in K]?: unknown } {
+  if (value === undefined) return {};
+  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new TypeError(`${where}: options must be an object`);
+  const out: { [P in K]?: unknown } = {};
+  for (const key of Object.keys(value)) {
+    if (!(names as readonly string[]).includes(key)) throw new TypeError(`${where}: unknown option "${key}" (known: ${names.join(", ")})`);
+    out[key as K] = (value as Record<string, unknown>)[key];
+  }
+  return out;
+}
+
+function byteCount(value: unknown, what: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new RangeError(`${what} must be a non-negative integer, got ${String(value)}`);
+  return value;
+}
+
+/** A host view whose memory a command will read or write after the call returns. */
+function pinnable(view: ArrayBufferView, what: string): void {
+  const buffer = view.buffer as ArrayBuffer & { resizable?: boolean; detached?: boolean; growable?: boolean };
+  if (buffer.resizable === true || buffer.growable === true) throw new TypeError(`${what}: a view of a resizable ArrayBuffer cannot be pinned`);
+  if (buffer.detached === true) throw new TypeError(`${what}: the view's ArrayBuffer is detached`);
+}
+
+function offsetPointer(pointer: Pointer, offset: number): Pointer {
+  return offset === 0 ? pointer : backend.fromAddress(backend.address(pointer) + BigInt(offset)) as Pointer;
+}
+
+/** What a command uses that OpenCL does not keep alive itself, until the command completed. */
+interface Pin {
+  readonly seq: number;
+  /** Allocations counted as used (`use()`) until then. */
+  readonly svm: SVMAllocation[] | undefined;
+  /** Host memory the command reads or writes. */
+  readonly host: unknown;
+}
+
+/**
+ * Queues holding pins. A program may drop the queue and everything its commands use right after
+ * enqueueing: this set keeps them reachable (so the safety net frees nothing under a command)
+ * until the commands are known to have completed.
+ */
+const busy = new Set<CommandQueue>();
+
+/** Completion callbacks armed by queues that nobody waits on; each owns a retained cl_event. */
+const armed = new IdTable<{ queue: CommandQueue; seq: number; handle: Pointer }>();
+let armTrampoline: ReturnType<typeof backend.callback> | undefined;
+function completedTrampoline(): ReturnType<typeof backend.callback> {
+  return armTrampoline ??= backend.callback(openclCallbacks.eventStatus, (_event: unknown, _status: number, id: number) => {
+    const entry = armed.delete(id);
+    // Released and pruned on the JS thread, never inside a driver's call.
+    if (entry !== undefined) defer(settleArmed, entry);
+  });
+}
+
+function settleArmed(entry: { queue: CommandQueue; seq: number; handle: Pointer }): void {
+  opencl().symbols.clReleaseEvent(entry.handle);
+  entry.queue.completedThrough(entry.seq, true);
+}
+
+/** How long pins may wait for a `wait()` or `finish()` before a completion callback is armed. */
+const ARM_AFTER_MS = 1;
+
+let clEnqueueSVMMemcpy: ((...args: unknown[]) => unknown) | undefined;
+let clEnqueueSVMMemFill: ((...args: unknown[]) => unknown) | undefined;
+let clEnqueueSVMMap: ((...args: unknown[]) => unknown) | undefined;
+let clEnqueueSVMUnmap: ((...args: unknown[]) => unknown) | undefined;
+
+/**
+ * A coarse-grain (or fine-grain) SVM range mapped for the host. `arrayBuffer` is the range itself,
+ * no copy, valid once the map command completed (`queue.mapSVM` waits for that) and detached by
+ * `unmap()`, so no view can touch the memory after the device got it back.
+ * @example
+ * const m = await queue.mapSVM(alloc, { access: "read" });
+ * console.log(new Float32Array(m.arrayBuffer)[0]);
+ * await m.unmap().wait();
+ */
+export class SVMMapping {
+  readonly allocation: SVMAllocation;
+  readonly offset: number;
+  readonly size: number;
+  /** The map command (released by `queue.mapSVM`, which already waited on it). */
+  readonly event: Event;
+  #queue: CommandQueue;
+  #pointer: Pointer;
+  #buffer: ArrayBuffer | undefined;
+  #mapped = true;
+
+  /** @internal use `queue.enqueueSVMMap()` or `queue.mapSVM()`. */
+  constructor(queue: CommandQueue, allocation: SVMAllocation, pointer: Pointer, offset: number, size: number, event: Event) {
+    this.#queue = queue;
+    this.allocation = allocation;
+    this.#pointer = pointer;
+    this.offset = offset;
+    this.size = size;
+    this.event = event;
+  }
+
+  get mapped(): boolean {
+    return this.#mapped;
+  }
+
+  /** The mapped bytes. Throws ReleasedError after `unmap()`; views made before then are detached. */
+  get arrayBuffer(): ArrayBuffer {
+    if (!this.#mapped) throw new ReleasedError("SVMMapping (unmapped)");
+    return this.#buffer ??= backend.arrayBuffer(this.#pointer, this.size);
+  }
+
+  /** Enqueues clEnqueueSVMUnmap and detaches `arrayBuffer` at once. */
+  unmap(options?: { waitFor?: Event[] }): Event {
+    if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
+    const { waitFor } = ownOptions(options, ["waitFor"] as const, "unmap");
+    const handle = this.#queue.handle();
+    const { count, list } = waitList(waitFor as Event[] | undefined);
+    const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
+    check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
+    this.#mapped = false;
+    // Detaching (transfer to a new empty buffer) leaves the native memory as it is.
+    const buffer = this.#buffer as (ArrayBuffer & { transfer?: (length: number) => ArrayBuffer }) | undefined;
+    this.#buffer = undefined;
+    if (buffer !== undefined && typeof buffer.transfer === "function") buffer.transfer(0);
+    const event = this.#queue.command();
+    // The map counted as a use of the allocation: the unmap's pin takes it over.
+    this.#queue.pin(event, [this.allocation], undefined);
+    this.allocation.unuse();
+    return event;
+  }
+
+  /** Unmaps (if still mapped) and forgets the unmap event. */
+  [Symbol.dispose](): void {
+    if (this.#mapped) this.unmap().release();
+  }
+}
+
+function checkRange(buffer: Buffer, offset: number, size: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`offset must be a non-negative integer, got ${offset}`);
+  if (offset + size > buffer.size) {
+    throw new RangeError(`${size} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
+  }
+}
+
 /**
  * An in-order command queue. Waiting (`finish`, `event.wait`, `readBuffer`) happens off the JS
  * thread, which stays free to run callbacks.
@@ -94,6 +288,19 @@ export class CommandQueue {
   #refs = 1;
   /** JS-side completions owed by this queue's commands (onFree callbacks). */
   #pending = new Set<Promise<unknown>>();
+  /** Commands enqueued so far: each event carries its number (the queue is in order). */
+  #seq = 0;
+  /** Pins of commands not yet known to be complete, oldest first. */
+  #pins: Pin[] = [];
+  /** The newest pinned command's cl_event, retained so that a completion callback can be armed on it. */
+  #newest: Pointer | null = null;
+  #newestSeq = 0;
+  /** The newest command an armed completion callback covers. */
+  #armedSeq = 0;
+  /** Waits in progress on this queue's events, and the newest command they cover. */
+  #waits = 0;
+  #waitMax = 0;
+  #checkScheduled = false;
   readonly context: Context;
   readonly device: Device;
   [inRegistry] = false;
@@ -135,8 +342,8 @@ export class CommandQueue {
     const { offset, host, waitFor } = transfer(buffer, data, options, "data");
     const { count, list } = waitList(waitFor);
     check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
-    const event = eventFrom(eventOut, this.context);
-    void event.completion(host); // `data` stays pinned until the command completed
+    const event = this.command();
+    this.pin(event, undefined, host); // `data` stays pinned until the command completed
     return event;
   }
 
@@ -150,8 +357,8 @@ export class CommandQueue {
     const { offset, host, waitFor } = transfer(buffer, target, options, "target");
     const { count, list } = waitList(waitFor);
     check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
-    const event = eventFrom(eventOut, this.context);
-    void event.completion(host);
+    const event = this.command();
+    this.pin(event, undefined, host);
     return event;
   }
 
@@ -222,7 +429,7 @@ export class CommandQueue {
     if (onFree === undefined) {
       check("clEnqueueSVMFree", clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number);
       for (let i = 0; i < n; i++) allocations[i].surrender();
-      return eventFrom(eventOut, this.context);
+      return this.command();
     }
     const given = allocations.slice();
     const pointers = given.map((a) => a.pointer());
@@ -235,8 +442,265 @@ export class CommandQueue {
     for (const a of given) a.surrender();
     this.#track(outcome.done);
     if (count > 0) watchFailure(id, eventOut);
-    return eventFrom(eventOut, this.context, outcome);
+    return this.command(outcome);
   }
+
+  /**
+   * Runs `kernel` over `globalSize` work items (1 to 3 dimensions), with its arguments as they are
+   * now. What the command uses stays alive until it completes: OpenCL keeps the kernel, its
+   * program and buffers; memlife keeps SVM allocations (arguments and `setSVMPointers`), whose
+   * `release()` waits for the command.
+   * @example
+   * const done = queue.enqueueNDRangeKernel(kernel, [1024], { local: [64] });
+   * await done.wait();
+   */
+  enqueueNDRangeKernel(kernel: Kernel, globalSize: number[], options?: NDRangeOptions): Event {
+    const handle = this.handle();
+    if (!(kernel instanceof Kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
+    if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
+    const k = kernel.handle();
+    const o = options === undefined ? undefined : ownOptions(options, ["local", "offset", "waitFor"] as const, "enqueueNDRangeKernel");
+    const sizes = ndrangeSizes(globalSize, o?.local as number[] | undefined, o?.offset as number[] | undefined);
+    const { count, list } = waitList(o?.waitFor as Event[] | undefined);
+    const svm = kernel.commandUses();
+    check("clEnqueueNDRangeKernel", opencl().symbols.clEnqueueNDRangeKernel(
+      handle, k, sizes.dim, sizes.offset, sizes.global, sizes.local, count, list, eventOut,
+    ));
+    const event = this.command();
+    if (svm !== undefined) this.pin(event, svm, undefined);
+    return event;
+  }
+
+  /**
+   * Copies bytes between SVM allocations and host memory (clEnqueueSVMMemcpy, non-blocking).
+   * Either side may be an ArrayBufferView, pinned until the copy completed.
+   */
+  enqueueSVMMemcpy(dst: SVMAllocation | ArrayBufferView, src: SVMAllocation | ArrayBufferView, options?: SVMCopyOptions): Event {
+    const handle = this.handle();
+    const o = ownOptions(options, ["size", "srcOffset", "dstOffset", "waitFor"] as const, "enqueueSVMMemcpy");
+    const srcOffset = byteCount(o.srcOffset, "srcOffset", 0);
+    const dstOffset = byteCount(o.dstOffset, "dstOffset", 0);
+    const side = (x: unknown, what: string, offset: number): { pointer: Pointer; length: number } => {
+      if (x instanceof SVMAllocation) {
+        if (x.context !== this.context) throw new TypeError(`${what} belongs to another context than this queue`);
+        return { pointer: offsetPointer(x.pointer(), Math.min(offset, x.size)), length: x.size };
+      }
+      if (ArrayBuffer.isView(x)) {
+        pinnable(x, what);
+        if (x.byteLength === 0) throw new RangeError(`${what} is empty`);
+        return { pointer: offsetPointer(backend.pointerOf(x), Math.min(offset, x.byteLength)), length: x.byteLength };
+      }
+      throw new TypeError(`${what} must be a cl.SVMAllocation or an ArrayBufferView`);
+    };
+    const d = side(dst, "dst", dstOffset);
+    const s = side(src, "src", srcOffset);
+    const size = byteCount(o.size, "size", Math.max(s.length - srcOffset, 0));
+    if (size === 0) throw new RangeError("enqueueSVMMemcpy: nothing to copy (size 0)");
+    if (srcOffset + size > s.length) throw new RangeError(`${size} bytes at srcOffset ${srcOffset} do not fit in src (${s.length} bytes)`);
+    if (dstOffset + size > d.length) throw new RangeError(`${size} bytes at dstOffset ${dstOffset} do not fit in dst (${d.length} bytes)`);
+    const { count, list } = waitList(o.waitFor as Event[] | undefined);
+    const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
+    check("clEnqueueSVMMemcpy", memcpy(handle, 0, d.pointer, s.pointer, size, count, list, eventOut) as number);
+    const event = this.command();
+    const dstSVM = dst instanceof SVMAllocation, srcSVM = src instanceof SVMAllocation;
+    const svm = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
+    const host = dstSVM ? (srcSVM ? undefined : src) : srcSVM ? dst : [dst, src];
+    this.pin(event, svm, host);
+    return event;
+  }
+
+  /**
+   * Fills an SVM range with a repeated pattern (clEnqueueSVMMemFill): a typed value such as
+   * `cl.float(1)` or an ArrayBufferView of 1, 2, 4, ..., 128 bytes; offset and size are multiples of it.
+   */
+  enqueueSVMMemFill(allocation: SVMAllocation, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
+    const handle = this.handle();
+    if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMemFill takes a cl.SVMAllocation");
+    if (allocation.context !== this.context) throw new TypeError("the allocation belongs to another context than this queue");
+    const bytes = patternBytes(pattern);
+    const { offset, size, waitFor } = fillRange(options, allocation.size, bytes.byteLength, "enqueueSVMMemFill");
+    const { count, list } = waitList(waitFor);
+    const fill = clEnqueueSVMMemFill ??= optionalSymbol("clEnqueueSVMMemFill", "an OpenCL 2.0 platform");
+    check("clEnqueueSVMMemFill", fill(handle, offsetPointer(allocation.pointer(), offset), bytes, bytes.byteLength, size, count, list, eventOut) as number);
+    const event = this.command();
+    this.pin(event, [allocation], undefined);
+    return event;
+  }
+
+  /**
+   * Maps an SVM range for the host (clEnqueueSVMMap, non-blocking): the only host access to
+   * coarse-grain SVM. Its `arrayBuffer` is valid once `mapping.event` completed; `unmap()` hands
+   * the range back. The allocation's `release()` waits for the unmap.
+   */
+  enqueueSVMMap(allocation: SVMAllocation, options?: SVMMapOptions): SVMMapping {
+    const handle = this.handle();
+    if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
+    if (allocation.context !== this.context) throw new TypeError("the allocation belongs to another context than this queue");
+    const o = ownOptions(options, ["access", "offset", "size", "waitFor"] as const, "enqueueSVMMap");
+    const access = (o.access ?? "read_write") as MapAccess;
+    const flags = mapFlags[access];
+    if (flags === undefined || !Object.hasOwn(mapFlags, access)) throw new TypeError(`access must be "read", "write", "read_write" or "write_invalidate", got ${String(o.access)}`);
+    const offset = byteCount(o.offset, "offset", 0);
+    if (offset >= allocation.size) throw new RangeError(`offset ${offset} is outside the allocation (${allocation.size} bytes)`);
+    const size = byteCount(o.size, "size", allocation.size - offset);
+    if (size === 0 || offset + size > allocation.size) throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocation.size} bytes)`);
+    const { count, list } = waitList(o.waitFor as Event[] | undefined);
+    const pointer = offsetPointer(allocation.pointer(), offset);
+    const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
+    check("clEnqueueSVMMap", map(handle, 0, flags, pointer, size, count, list, eventOut) as number);
+    const event = this.command();
+    // Counts as a use until the unmap completes (see SVMMapping.unmap).
+    allocation.use();
+    return new SVMMapping(this, allocation, pointer, offset, size, event);
+  }
+
+  /** `enqueueSVMMap`, resolved once the range is mapped (the map event is released). */
+  async mapSVM(allocation: SVMAllocation, options?: SVMMapOptions): Promise<SVMMapping> {
+    const mapping = this.enqueueSVMMap(allocation, options);
+    try {
+      await mapping.event.wait();
+    } catch (error) {
+      mapping.unmap().release();
+      throw error;
+    } finally {
+      mapping.event.release();
+    }
+    return mapping;
+  }
+
+  /** Copies between buffers (clEnqueueCopyBuffer). */
+  enqueueCopyBuffer(src: Buffer, dst: Buffer, options?: CopyBufferOptions): Event {
+    const handle = this.handle();
+    const s = this.#checkBuffer(src);
+    const d = this.#checkBuffer(dst);
+    const o = ownOptions(options, ["srcOffset", "dstOffset", "size", "waitFor"] as const, "enqueueCopyBuffer");
+    const srcOffset = byteCount(o.srcOffset, "srcOffset", 0);
+    const dstOffset = byteCount(o.dstOffset, "dstOffset", 0);
+    const size = byteCount(o.size, "size", Math.max(src.size - srcOffset, 0));
+    if (size === 0) throw new RangeError("enqueueCopyBuffer: nothing to copy (size 0)");
+    checkRange(src, srcOffset, size);
+    checkRange(dst, dstOffset, size);
+    const { count, list } = waitList(o.waitFor as Event[] | undefined);
+    check("clEnqueueCopyBuffer", opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut));
+    return this.command();
+  }
+
+  /** Fills a buffer range with a repeated pattern (clEnqueueFillBuffer); see `enqueueSVMMemFill`. */
+  enqueueFillBuffer(buffer: Buffer, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
+    const handle = this.handle();
+    const mem = this.#checkBuffer(buffer);
+    const bytes = patternBytes(pattern);
+    const { offset, size, waitFor } = fillRange(options, buffer.size, bytes.byteLength, "enqueueFillBuffer");
+    const { count, list } = waitList(waitFor);
+    const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
+    check("clEnqueueFillBuffer", fill(handle, mem, bytes, bytes.byteLength, offset, size, count, list, eventOut) as number);
+    return this.command();
+  }
+
+  /** An event that completes when `waitFor` (default: every command enqueued before) completed. */
+  enqueueMarker(options?: { waitFor?: Event[] }): Event {
+    const handle = this.handle();
+    const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueMarker");
+    const { count, list } = waitList(waitFor as Event[] | undefined);
+    const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
+    check("clEnqueueMarkerWithWaitList", marker(handle, count, list, eventOut) as number);
+    return this.command();
+  }
+
+  /** Like `enqueueMarker`, and later commands wait for it too (matters on out-of-order queues). */
+  enqueueBarrier(options?: { waitFor?: Event[] }): Event {
+    const handle = this.handle();
+    const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueBarrier");
+    const { count, list } = waitList(waitFor as Event[] | undefined);
+    const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
+    check("clEnqueueBarrierWithWaitList", barrier(handle, count, list, eventOut) as number);
+    return this.command();
+  }
+
+  /** @internal Wraps the cl_event the enqueue call just wrote, numbered for completion tracking. */
+  command(after?: CallbackOutcome): Event {
+    return eventFrom(eventOut, this.context, after).track(this.#tracker, ++this.#seq);
+  }
+
+  /**
+   * @internal Keeps what `event`'s command uses alive until it completed: `svm` counted as used,
+   * `host` reachable. Completion is learnt for free from `wait()` and `finish()`; only when none
+   * covers the command does the queue arm a completion callback (a driver-thread callback costs
+   * the JS thread, and on Deno and Node the driver thread, ~15 us).
+   */
+  pin(event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
+    const seq = this.#seq;
+    if (svm !== undefined) for (let i = 0; i < svm.length; i++) svm[i].use();
+    if (this.#pins.push({ seq, svm, host }) === 1) busy.add(this);
+    const s = opencl().symbols;
+    const handle = event.handle();
+    check("clRetainEvent", s.clRetainEvent(handle));
+    if (this.#newest !== null) s.clReleaseEvent(this.#newest);
+    this.#newest = handle;
+    this.#newestSeq = seq;
+    this.#scheduleCheck();
+  }
+
+  /** @internal Every command up to number `seq` completed (or, `known` false, may not have). */
+  completedThrough(seq: number, known: boolean): void {
+    if (known) {
+      const pins = this.#pins;
+      let n = 0;
+      while (n < pins.length && pins[n].seq <= seq) n++;
+      if (n > 0) {
+        const done = pins.splice(0, n);
+        for (let i = 0; i < done.length; i++) {
+          const svm = done[i].svm;
+          if (svm !== undefined) for (let j = 0; j < svm.length; j++) svm[j].unuse();
+        }
+        if (this.#newest !== null && this.#newestSeq <= seq) {
+          opencl().symbols.clReleaseEvent(this.#newest);
+          this.#newest = null;
+        }
+        if (pins.length === 0) busy.delete(this);
+      }
+    }
+    if (this.#pins.length > 0) this.#scheduleCheck();
+  }
+
+  /** The queue as the events of its commands see it. */
+  #tracker: CommandTracker = {
+    waitStarted: (seq) => {
+      this.#waits++;
+      if (seq > this.#waitMax) this.#waitMax = seq;
+    },
+    waitEnded: (seq, completed) => {
+      if (--this.#waits === 0) this.#waitMax = 0;
+      this.completedThrough(seq, completed);
+    },
+  };
+
+  #scheduleCheck(): void {
+    if (this.#checkScheduled) return;
+    this.#checkScheduled = true;
+    setTimeout(this.#check, ARM_AFTER_MS);
+  }
+
+  /** Arms a completion callback on the newest pinned command, unless a wait in progress covers it. */
+  #check = (): void => {
+    this.#checkScheduled = false;
+    const pins = this.#pins;
+    if (pins.length === 0) return;
+    const newest = pins[pins.length - 1].seq;
+    // That wait's end prunes, and checks again.
+    if (this.#waits > 0 && this.#waitMax >= newest) return;
+    if (this.#armedSeq >= newest || this.#newest === null || this.#newestSeq !== newest) return;
+    const handle = this.#newest;
+    this.#newest = null; // the armed entry owns this reference now
+    const id = armed.add({ queue: this, seq: newest, handle });
+    const status = opencl().symbols.clSetEventCallback(handle, 0 /* CL_COMPLETE */, completedTrampoline(), id) as number;
+    if (status !== 0) {
+      armed.delete(id);
+      opencl().symbols.clReleaseEvent(handle);
+      throw new OpenCLError("clSetEventCallback", status);
+    }
+    this.#armedSeq = newest;
+  };
 
   #track(work: Promise<unknown>): void {
     const pending = this.#pending;
@@ -252,10 +716,19 @@ export class CommandQueue {
 
   /** Resolves once every queued command completed and their callbacks (e.g. `onFree`) ran. */
   async finish(): Promise<void> {
-    const call = opencl().async.clFinish(this.handle()) as Promise<number>;
+    const handle = this.handle();
+    const upTo = this.#seq;
+    this.#tracker.waitStarted(upTo);
+    const call = opencl().async.clFinish(handle) as Promise<number>;
     // release() waits for it: the queue must not be released under a clFinish still running.
     this.#track(call);
-    check("clFinish", await call);
+    let status = -1;
+    try {
+      status = await call;
+    } finally {
+      this.#tracker.waitEnded(upTo, status === 0);
+    }
+    check("clFinish", status);
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
   }
 
@@ -295,4 +768,27 @@ export class CommandQueue {
   get unsafeHandle(): Pointer {
     return this.handle();
   }
+}
+
+/** A fill pattern's bytes: 1, 2, 4, ..., 128 of them (OpenCL's rule). */
+function patternBytes(pattern: TypedValue | ArrayBufferView): ArrayBufferView {
+  let bytes: ArrayBufferView;
+  if (pattern instanceof TypedValue) bytes = pattern.bytes;
+  else if (ArrayBuffer.isView(pattern)) {
+    pinnable(pattern, "pattern");
+    bytes = pattern;
+  } else throw new TypeError("a fill pattern is a typed value such as cl.float(0) or an ArrayBufferView");
+  const n = bytes.byteLength;
+  if (n === 0 || n > 128 || (n & (n - 1)) !== 0) throw new RangeError(`a fill pattern has 1, 2, 4, 8, 16, 32, 64 or 128 bytes, got ${n}`);
+  return bytes;
+}
+
+function fillRange(options: RangeOptions | undefined, total: number, unit: number, where: string): { offset: number; size: number; waitFor: Event[] | undefined } {
+  const o = ownOptions(options, ["offset", "size", "waitFor"] as const, where);
+  const offset = byteCount(o.offset, "offset", 0);
+  const size = byteCount(o.size, "size", Math.max(total - offset, 0));
+  if (size === 0) throw new RangeError(`${where}: nothing to fill (size 0)`);
+  if (offset % unit !== 0 || size % unit !== 0) throw new RangeError(`${where}: offset (${offset}) and size (${size}) must be multiples of the pattern size (${unit})`);
+  if (offset + size > total) throw new RangeError(`${where}: ${size} bytes at offset ${offset} do not fit in ${total} bytes`);
+  return { offset, size, waitFor: o.waitFor as Event[] | undefined };
 }

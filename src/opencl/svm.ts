@@ -77,6 +77,10 @@ export class SVMAllocation {
   /** Size in bytes. */
   readonly size: number;
   readonly fineGrain: boolean;
+  /** Enqueued commands that use it and have not completed. */
+  #uses = 0;
+  /** Released while commands used it: freed with clSVMFree when the last of them completes. */
+  #deferred: Pointer | null = null;
   [inRegistry] = false;
 
   /** @internal use `ctx.svmAlloc()`. */
@@ -154,9 +158,43 @@ export class SVMAllocation {
     return pointer;
   }
 
-  /** Frees it now with clSVMFree. Prefer `enqueueSVMFree` while commands may still use it. */
+  /**
+   * @internal A command that uses the allocation was enqueued; `unuse()` when it completed. The
+   * command's completion entry holds the allocation meanwhile, so the safety net cannot free it.
+   */
+  use(): void {
+    this.#uses++;
+  }
+
+  /** @internal A command counted by `use()` completed (or failed). */
+  unuse(): void {
+    if (--this.#uses === 0 && this.#deferred !== null) {
+      const pointer = this.#deferred;
+      this.#deferred = null;
+      opencl_clSVMFree()(this.context.nativeHandle(), pointer);
+      this.context.disown();
+    }
+  }
+
+  /** Enqueued commands that use the allocation and have not completed yet (as memlife last heard). */
+  get commandsInFlight(): number {
+    return this.#uses;
+  }
+
+  /**
+   * Frees it with clSVMFree. While enqueued commands still use it (a kernel argument, a memcpy, a
+   * mapping not yet unmapped), the free waits until the last of them completed: the allocation is
+   * unusable at once (ReleasedError), the memory goes back in queue order, never under a running
+   * command. `enqueueSVMFree` does the same natively, and can tell you when (`onFree`).
+   */
   release(): void {
     if (this.#pointer === null) return;
+    if (this.#uses > 0) {
+      this.#deferred = this.#pointer;
+      this.#pointer = null;
+      net.remove(this);
+      return;
+    }
     const context = this.context.nativeHandle();
     opencl_clSVMFree()(context, this.surrender());
   }

@@ -24,7 +24,8 @@
 # Logs go to $OUT (6 files: env.txt, tests-nvidia.txt, tests-pocl.txt, bench-nvidia.txt,
 # bench-nvidia.json, summary.txt); the summary (counts, failing tests, skips) is printed last.
 # Time: MEMLIFE_DEVICE_BUDGET_S (default 480 s) for everything; MEMLIFE_DEVICE_PASSES picks passes
-# (default "nvidia pocl bench"); MEMLIFE_DEVICE_BENCH_SET="" benches with the default sample set.
+# (default "nvidia pocl bench"); MEMLIFE_DEVICE_BENCH_SET="" benches with the default sample set;
+# MEMLIFE_DEVICE_BENCH_FILTER picks the bench cases (default "buffer"; "pipeline" for issue 13's).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -38,6 +39,7 @@ budget=${MEMLIFE_DEVICE_BUDGET_S:-480}
 passes=${MEMLIFE_DEVICE_PASSES:-nvidia pocl bench}
 # The bench's sample set: --quick by default; MEMLIFE_DEVICE_BENCH_SET= (empty) for the default set.
 bench_set=${MEMLIFE_DEVICE_BENCH_SET---quick}
+bench_filter=${MEMLIFE_DEVICE_BENCH_FILTER:-buffer}
 summary=$out/summary.txt
 : > "$summary"
 note() { echo "run.sh: $*" | tee -a "$summary"; }
@@ -201,11 +203,11 @@ bench_pass() { # NAME PLATFORM
   fi
   local before t0=$SECONDS rc
   before=$(ls bench/results/history 2>/dev/null)
-  { echo "== bench $name: MEMLIFE_OPENCL_PLATFORM=$platform $rt bench/main.ts --runtime=$rt $bench_set --filter=buffer --no-install (limit ${limit} s)"
-    MEMLIFE_OPENCL_PLATFORM=$platform timeout -k 5 "$limit" "${run_rt[@]}" bench/main.ts --runtime="$rt" $bench_set --filter=buffer --no-install --timeout=$((limit - 10)) 2>&1
+  { echo "== bench $name: MEMLIFE_OPENCL_PLATFORM=$platform $rt bench/main.ts --runtime=$rt $bench_set --filter=$bench_filter --no-install (limit ${limit} s)"
+    MEMLIFE_OPENCL_PLATFORM=$platform timeout -k 5 "$limit" "${run_rt[@]}" bench/main.ts --runtime="$rt" $bench_set --filter="$bench_filter" --no-install --timeout=$((limit - 10)) 2>&1
   } > "$log"
   rc=$?
-  note "bench $name (MEMLIFE_OPENCL_PLATFORM=$platform, ${bench_set:-default set} --filter=buffer): exit $rc in $((SECONDS - t0)) s"
+  note "bench $name (MEMLIFE_OPENCL_PLATFORM=$platform, ${bench_set:-default set} --filter=$bench_filter): exit $rc in $((SECONDS - t0)) s"
   for f in $(ls bench/results/history 2>/dev/null); do
     case $'\n'"$before"$'\n' in *$'\n'"$f"$'\n'*) ;; *) cp "bench/results/history/$f" "$out/bench-$name.json" ;; esac
   done

@@ -1,0 +1,469 @@
+/** Kernels (cl_kernel), their arguments, and the typed scalar and vector values they take. */
+import type { Pointer } from "../../ffi/types.ts";
+import { backend } from "../backend.ts";
+import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
+import { OpenCLError, ReleasedError } from "../errors.ts";
+import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
+import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
+import { Buffer } from "./buffer.ts";
+import { SVMAllocation } from "./svm.ts";
+import type { Context } from "./context.ts";
+import type { Device } from "./platform.ts";
+import type { Program } from "./program.ts";
+
+const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
+  opencl().symbols.clReleaseKernel(handle);
+  context.disown();
+});
+
+// --- typed values --------------------------------------------------------------------------------
+
+/** OpenCL C scalar types a kernel argument can have, with their size and how JS writes them. */
+const scalars = {
+  char: { size: 1, array: Int8Array, min: -128, max: 127 },
+  uchar: { size: 1, array: Uint8Array, min: 0, max: 255 },
+  short: { size: 2, array: Int16Array, min: -32768, max: 32767 },
+  ushort: { size: 2, array: Uint16Array, min: 0, max: 65535 },
+  int: { size: 4, array: Int32Array, min: -2147483648, max: 2147483647 },
+  uint: { size: 4, array: Uint32Array, min: 0, max: 4294967295 },
+  long: { size: 8, array: BigInt64Array, min: -(2n ** 63n), max: 2n ** 63n - 1n },
+  ulong: { size: 8, array: BigUint64Array, min: 0n, max: 2n ** 64n - 1n },
+  float: { size: 4, array: Float32Array, min: -Infinity, max: Infinity },
+  double: { size: 8, array: Float64Array, min: -Infinity, max: Infinity },
+} as const;
+export type ScalarType = keyof typeof scalars;
+const widths = [1, 2, 3, 4, 8, 16] as const;
+
+/**
+ * A scalar or vector value for a by-value kernel argument, with its OpenCL C type: made by
+ * `cl.int(5)`, `cl.float4(1, 2, 3, 4)`, `cl.ulong(2n ** 40n)`.
+ */
+export class TypedValue {
+  /** The OpenCL C type name, e.g. "float4". */
+  readonly type: string;
+  /** The bytes clSetKernelArg copies (a 3-vector takes the size of a 4-vector, as in OpenCL C). */
+  readonly bytes: Uint8Array;
+  /** @internal use the factories (`cl.int`, `cl.float4`, ...). */
+  constructor(type: string, bytes: Uint8Array) {
+    this.type = type;
+    this.bytes = bytes;
+    Object.freeze(this);
+  }
+}
+
+/** `__local` memory of `size` bytes for one kernel argument: `kernel.setArg(2, cl.local(256))`. */
+export class LocalMemory {
+  readonly size: number;
+  /** @internal use `cl.local(bytes)`. */
+  constructor(size: number) {
+    if (!Number.isSafeInteger(size) || size <= 0) throw new RangeError(`local memory size must be a positive integer number of bytes, got ${size}`);
+    this.size = size;
+    Object.freeze(this);
+  }
+}
+
+/** `__local` memory of `bytes` bytes for a kernel argument. */
+export function local(bytes: number): LocalMemory {
+  return new LocalMemory(bytes);
+}
+
+function makeValue(scalar: ScalarType, width: number, values: unknown[]): TypedValue {
+  const name = width === 1 ? scalar : `${scalar}${width}`;
+  if (values.length !== width) throw new TypeError(`cl.${name} takes ${width} value${width === 1 ? "" : "s"}, got ${values.length}`);
+  const info = scalars[scalar];
+  const slots = width === 3 ? 4 : width;
+  const bytes = new Uint8Array(new ArrayBuffer(info.size * slots));
+  const view = new info.array(bytes.buffer) as unknown as { [i: number]: number | bigint };
+  const wide = info.size === 8 && typeof info.min === "bigint";
+  const integer = info.min !== -Infinity;
+  for (let i = 0; i < width; i++) {
+    const v = values[i];
+    if (wide) {
+      if (typeof v !== "bigint" && !(typeof v === "number" && Number.isSafeInteger(v))) {
+        throw new TypeError(`cl.${name}: value ${i} must be a bigint or a safe integer, got ${typeof v === "number" ? v : typeof v}`);
+      }
+      const big = BigInt(v);
+      if (big < (info.min as bigint) || big > (info.max as bigint)) throw new RangeError(`cl.${name}: value ${i} (${big}) is out of range for ${scalar}`);
+      view[i] = big;
+    } else {
+      if (typeof v !== "number") throw new TypeError(`cl.${name}: value ${i} must be a number, got ${typeof v}`);
+      if (integer) {
+        if (!Number.isInteger(v) || v < (info.min as number) || v > (info.max as number)) {
+          throw new RangeError(`cl.${name}: value ${i} (${v}) is not an integer in ${info.min}..${info.max}`);
+        }
+      }
+      view[i] = v;
+    }
+  }
+  return new TypedValue(name, bytes);
+}
+
+type Num = number;
+type Int64 = number | bigint;
+function factory(scalar: ScalarType, width: number): (...values: unknown[]) => TypedValue {
+  return (...values: unknown[]) => makeValue(scalar, width, values);
+}
+
+/** Every `cl.<type><width>` factory, e.g. `int`, `int4`, `float16`. */
+function factories() {
+  const out: Record<string, (...values: never[]) => TypedValue> = {};
+  for (const scalar of Object.keys(scalars) as ScalarType[]) {
+    for (const w of widths) out[w === 1 ? scalar : `${scalar}${w}`] = factory(scalar, w);
+  }
+  return out;
+}
+const f = factories();
+type F<T> = (...values: T[]) => TypedValue;
+export const char = f.char as F<Num>, char2 = f.char2 as F<Num>, char3 = f.char3 as F<Num>, char4 = f.char4 as F<Num>, char8 = f.char8 as F<Num>, char16 = f.char16 as F<Num>;
+export const uchar = f.uchar as F<Num>, uchar2 = f.uchar2 as F<Num>, uchar3 = f.uchar3 as F<Num>, uchar4 = f.uchar4 as F<Num>, uchar8 = f.uchar8 as F<Num>, uchar16 = f.uchar16 as F<Num>;
+export const short = f.short as F<Num>, short2 = f.short2 as F<Num>, short3 = f.short3 as F<Num>, short4 = f.short4 as F<Num>, short8 = f.short8 as F<Num>, short16 = f.short16 as F<Num>;
+export const ushort = f.ushort as F<Num>, ushort2 = f.ushort2 as F<Num>, ushort3 = f.ushort3 as F<Num>, ushort4 = f.ushort4 as F<Num>, ushort8 = f.ushort8 as F<Num>, ushort16 = f.ushort16 as F<Num>;
+export const int = f.int as F<Num>, int2 = f.int2 as F<Num>, int3 = f.int3 as F<Num>, int4 = f.int4 as F<Num>, int8 = f.int8 as F<Num>, int16 = f.int16 as F<Num>;
+export const uint = f.uint as F<Num>, uint2 = f.uint2 as F<Num>, uint3 = f.uint3 as F<Num>, uint4 = f.uint4 as F<Num>, uint8 = f.uint8 as F<Num>, uint16 = f.uint16 as F<Num>;
+export const long = f.long as F<Int64>, long2 = f.long2 as F<Int64>, long3 = f.long3 as F<Int64>, long4 = f.long4 as F<Int64>, long8 = f.long8 as F<Int64>, long16 = f.long16 as F<Int64>;
+export const ulong = f.ulong as F<Int64>, ulong2 = f.ulong2 as F<Int64>, ulong3 = f.ulong3 as F<Int64>, ulong4 = f.ulong4 as F<Int64>, ulong8 = f.ulong8 as F<Int64>, ulong16 = f.ulong16 as F<Int64>;
+export const float = f.float as F<Num>, float2 = f.float2 as F<Num>, float3 = f.float3 as F<Num>, float4 = f.float4 as F<Num>, float8 = f.float8 as F<Num>, float16 = f.float16 as F<Num>;
+export const double = f.double as F<Num>, double2 = f.double2 as F<Num>, double3 = f.double3 as F<Num>, double4 = f.double4 as F<Num>, double8 = f.double8 as F<Num>, double16 = f.double16 as F<Num>;
+
+/** The byte size of an OpenCL C by-value type name ("float4", "uint"), or undefined for others (structs, typedefs). */
+function typeSize(name: string): number | undefined {
+  const m = /^(?:unsigned )?(char|uchar|short|ushort|int|uint|long|ulong|float|double)(\d*)$/.exec(name.trim());
+  if (m === null) return undefined;
+  const width = m[2] === "" ? 1 : Number(m[2]);
+  if (!(widths as readonly number[]).includes(width)) return undefined;
+  return scalars[m[1] as ScalarType].size * (width === 3 ? 4 : width);
+}
+
+/** Normalises "unsigned int" to "uint" so that driver spellings compare with ours. */
+function canonicalType(name: string): string {
+  return name.trim().replace(/^unsigned (char|short|int|long)/, "u$1");
+}
+
+// --- kernels -------------------------------------------------------------------------------------
+
+/** What the driver says about one argument (clGetKernelArgInfo), when it can say. */
+interface ArgInfo {
+  readonly address: number;
+  readonly typeName: string;
+  readonly name: string;
+}
+
+/** A value `setArg` accepts. */
+export type KernelArg = Buffer | SVMAllocation | null | LocalMemory | TypedValue | ArrayBufferView;
+
+const argSlot = new BigUint64Array(new ArrayBuffer(8));
+const sizeScratch = new BigUint64Array(new ArrayBuffer(8 * 3));
+let clSetKernelArgSVMPointer: ((...args: unknown[]) => unknown) | undefined;
+
+/**
+ * A kernel of a built program. Arguments set with `setArg` are kept (JS and native) until
+ * replaced or the kernel is released; an enqueued command uses the values they had when it was
+ * enqueued.
+ * @example
+ * kernel.setArg(0, a).setArg(1, b).setArg(2, cl.uint(n));
+ * await queue.enqueueNDRangeKernel(kernel, [n]).wait();
+ */
+export class Kernel {
+  #handle: Pointer | null;
+  #refs = 1;
+  /** The memory objects set as arguments: checked alive at enqueue, pinned by commands. */
+  #args: unknown[];
+  #argInfo: (ArgInfo | null)[] | undefined;
+  #svmPointers: SVMAllocation[] = [];
+  readonly program: Program;
+  readonly context: Context;
+  /** CL_KERNEL_FUNCTION_NAME. */
+  readonly name: string;
+  /** CL_KERNEL_NUM_ARGS. */
+  readonly numArgs: number;
+  [inRegistry] = false;
+
+  /** @internal use `program.createKernel()`. */
+  constructor(program: Program, handle: Pointer) {
+    const info = opencl().symbols.clGetKernelInfo;
+    try {
+      this.name = infoString("clGetKernelInfo", info, handle, KernelInfo.FUNCTION_NAME);
+      this.numArgs = infoU32("clGetKernelInfo", info, handle, KernelInfo.NUM_ARGS);
+    } catch (error) {
+      opencl().symbols.clReleaseKernel(handle);
+      throw error;
+    }
+    this.#handle = handle;
+    this.program = program;
+    this.context = program.context;
+    this.#args = new Array(this.numArgs).fill(undefined);
+    this.context.adopt();
+    net.add(this);
+  }
+
+  [finalizerState](): { handle: Pointer; context: Context } {
+    return { handle: this.#handle!, context: this.context };
+  }
+
+  get alive(): boolean {
+    return this.#handle !== null;
+  }
+
+  /** @internal */
+  handle(): Pointer {
+    if (this.#handle === null) throw new ReleasedError("Kernel");
+    return this.#handle;
+  }
+
+  /** Per-argument driver info, queried once; null entries where the driver gives none. */
+  #info(index: number): ArgInfo | null {
+    if (this.#argInfo === undefined) {
+      const fn = opencl().symbols.clGetKernelArgInfo;
+      const handle = this.handle();
+      this.#argInfo = [];
+      for (let i = 0; i < this.numArgs; i++) {
+        if (fn === undefined) {
+          this.#argInfo.push(null);
+          continue;
+        }
+        const at = (h: Pointer, p: number, s: number, v: ArrayBufferView | null, r: ArrayBufferView | null) => fn(h, i, p, s, v, r) as number;
+        try {
+          this.#argInfo.push({
+            address: infoU32("clGetKernelArgInfo", at, handle, KernelArgInfo.ADDRESS_QUALIFIER),
+            typeName: infoString("clGetKernelArgInfo", at, handle, KernelArgInfo.TYPE_NAME),
+            name: infoString("clGetKernelArgInfo", at, handle, KernelArgInfo.NAME),
+          });
+        } catch {
+          // CL_KERNEL_ARG_INFO_NOT_AVAILABLE (built without -cl-kernel-arg-info): the driver checks sizes only.
+          this.#argInfo.push(null);
+        }
+      }
+    }
+    return this.#argInfo[index];
+  }
+
+  /**
+   * The argument's name and OpenCL C type as the driver reports them ("float*", "uint4"), and its
+   * address space; undefined where the driver keeps them (some need `-cl-kernel-arg-info`).
+   */
+  argInfo(index: number): { name: string; typeName: string; addressSpace: "global" | "local" | "constant" | "private" } | undefined {
+    this.#checkIndex(index);
+    const info = this.#info(index);
+    if (info === null) return undefined;
+    const addressSpace = info.address === KernelArgAddress.GLOBAL ? "global" : info.address === KernelArgAddress.LOCAL ? "local"
+      : info.address === KernelArgAddress.CONSTANT ? "constant" : "private";
+    return { name: info.name, typeName: info.typeName, addressSpace };
+  }
+
+  #checkIndex(index: number): void {
+    this.handle();
+    if (!Number.isInteger(index) || index < 0 || index >= this.numArgs) {
+      throw new RangeError(`kernel "${this.name}" has ${this.numArgs} argument(s): index ${index} is out of range`);
+    }
+  }
+
+  /**
+   * Sets argument `index`: a `cl.Buffer`, a `cl.SVMAllocation` (clSetKernelArgSVMPointer),
+   * `null` (a NULL buffer), `cl.local(bytes)`, a typed value (`cl.int(5)`, `cl.float4(...)`), or an
+   * ArrayBufferView holding the value's bytes. Checked against the argument's declared type where
+   * the driver reports it. Returns the kernel, to chain.
+   */
+  setArg(index: number, value: KernelArg): this {
+    this.#checkIndex(index);
+    const handle = this.#handle!;
+    const info = this.#info(index);
+    const where = () => `kernel "${this.name}" argument ${index}${info !== null ? ` (${info.typeName} ${info.name})` : ""}`;
+    const s = opencl().symbols;
+    const isPointer = info === null || info.address === KernelArgAddress.GLOBAL || info.address === KernelArgAddress.CONSTANT;
+    if (value instanceof Buffer || value instanceof SVMAllocation || value === null) {
+      if (!isPointer) throw new TypeError(`${where()} is not a __global or __constant pointer: it cannot take a ${value === null ? "null buffer" : value.constructor.name}`);
+      if (value !== null && value.context !== this.context) throw new TypeError(`${where()}: the memory belongs to another context than the kernel`);
+      if (value instanceof SVMAllocation) {
+        const setSVM = clSetKernelArgSVMPointer ??= optionalSymbol("clSetKernelArgSVMPointer", "an OpenCL 2.0 platform");
+        const status = setSVM(handle, index, value.pointer()) as number;
+        if (status !== 0) throw new OpenCLError("clSetKernelArgSVMPointer", status, where());
+      } else {
+        argSlot[0] = value === null ? 0n : backend.address(value.handle());
+        const status = s.clSetKernelArg(handle, index, 8, argSlot);
+        if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
+      }
+      this.#args[index] = value;
+      return this;
+    }
+    if (value instanceof LocalMemory) {
+      if (info !== null && info.address !== KernelArgAddress.LOCAL) throw new TypeError(`${where()} is not a __local pointer: cl.local() does not fit it`);
+      const status = s.clSetKernelArg(handle, index, value.size, null);
+      if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
+      this.#args[index] = undefined;
+      return this;
+    }
+    let bytes: ArrayBufferView;
+    if (value instanceof TypedValue) {
+      if (info !== null && info.address === KernelArgAddress.PRIVATE && typeSize(info.typeName) !== undefined && canonicalType(info.typeName) !== value.type) {
+        throw new TypeError(`${where()} takes a ${canonicalType(info.typeName)}, got a cl.${value.type}`);
+      }
+      bytes = value.bytes;
+    } else if (ArrayBuffer.isView(value)) {
+      const buffer = value.buffer as ArrayBuffer & { resizable?: boolean; detached?: boolean };
+      if (buffer.resizable === true) throw new TypeError(`${where()}: a view of a resizable ArrayBuffer is not accepted`);
+      if (buffer.detached === true) throw new TypeError(`${where()}: the view's ArrayBuffer is detached`);
+      if (value.byteLength === 0) throw new RangeError(`${where()}: the view is empty`);
+      const expected = info !== null ? typeSize(info.typeName) : undefined;
+      if (expected !== undefined && value.byteLength !== expected) {
+        throw new RangeError(`${where()} takes ${expected} bytes, the view has ${value.byteLength}`);
+      }
+      bytes = value;
+    } else {
+      throw new TypeError(`${where()}: expected a cl.Buffer, cl.SVMAllocation, null, cl.local(bytes), a typed value such as cl.int(5), or an ArrayBufferView, got ${typeof value}`);
+    }
+    if (info !== null && info.address !== KernelArgAddress.PRIVATE) {
+      throw new TypeError(`${where()} is a pointer: it takes a cl.Buffer, a cl.SVMAllocation, null or cl.local(), not a value`);
+    }
+    const status = s.clSetKernelArg(handle, index, bytes.byteLength, bytes);
+    if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
+    this.#args[index] = undefined;
+    return this;
+  }
+
+  /**
+   * The SVM allocations the kernel reaches through pointers stored in memory rather than through
+   * its arguments (CL_KERNEL_EXEC_INFO_SVM_PTRS). Commands keep them alive like arguments.
+   */
+  setSVMPointers(allocations: SVMAllocation[]): this {
+    const handle = this.handle();
+    if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
+    const pointers = allocations.map((a, i) => {
+      if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation`);
+      if (a.context !== this.context) throw new TypeError(`allocations[${i}] belongs to another context than the kernel`);
+      return a.pointer();
+    });
+    const fn = optionalSymbol("clSetKernelExecInfo", "an OpenCL 2.0 platform");
+    const list = pointerArray(pointers);
+    check("clSetKernelExecInfo", fn(handle, KernelExecInfo.SVM_PTRS, 8 * pointers.length, pointers.length === 0 ? null : list) as number);
+    this.#svmPointers = allocations.slice();
+    return this;
+  }
+
+  /**
+   * @internal At enqueue: throws ReleasedError for an argument released since it was set (its
+   * cl_mem or SVM pointer would dangle), and returns the SVM allocations the command uses.
+   */
+  commandUses(): SVMAllocation[] | undefined {
+    const args = this.#args;
+    let svm: SVMAllocation[] | undefined;
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i];
+      if (a === undefined || a === null) continue;
+      if (!(a as Buffer | SVMAllocation).alive) {
+        throw new ReleasedError(`${a instanceof Buffer ? "Buffer" : "SVMAllocation"} set as argument ${i} of kernel "${this.name}"`);
+      }
+      if (a instanceof SVMAllocation) (svm ??= []).push(a);
+    }
+    const extra = this.#svmPointers;
+    for (let i = 0; i < extra.length; i++) {
+      if (!extra[i].alive) throw new ReleasedError(`SVMAllocation given to setSVMPointers of kernel "${this.name}"`);
+      (svm ??= []).push(extra[i]);
+    }
+    return svm;
+  }
+
+  /** CL_KERNEL_WORK_GROUP_SIZE on `device` (default: the context's first). */
+  workGroupSize(device: Device = this.context.devices[0]): number {
+    return this.#workGroupInfo(device, KernelWorkGroupInfo.WORK_GROUP_SIZE);
+  }
+
+  /** CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE on `device`. */
+  preferredWorkGroupSizeMultiple(device: Device = this.context.devices[0]): number {
+    return this.#workGroupInfo(device, KernelWorkGroupInfo.PREFERRED_WORK_GROUP_SIZE_MULTIPLE);
+  }
+
+  /** CL_KERNEL_LOCAL_MEM_SIZE on `device`, in bytes. */
+  localMemSize(device: Device = this.context.devices[0]): number {
+    return this.#workGroupInfo(device, KernelWorkGroupInfo.LOCAL_MEM_SIZE);
+  }
+
+  /** CL_KERNEL_COMPILE_WORK_GROUP_SIZE: the reqd_work_group_size attribute, or [0, 0, 0]. */
+  compileWorkGroupSize(device: Device = this.context.devices[0]): number[] {
+    if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
+    const fn = opencl().symbols.clGetKernelWorkGroupInfo;
+    const bytes = infoBytes("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this.handle(), KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE);
+    return [...new BigUint64Array(bytes.buffer, 0, 3)].map(Number);
+  }
+
+  #workGroupInfo(device: Device, param: number): number {
+    if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
+    const fn = opencl().symbols.clGetKernelWorkGroupInfo;
+    return infoU64("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this.handle(), param);
+  }
+
+  retain(): this {
+    check("clRetainKernel", opencl().symbols.clRetainKernel(this.handle()));
+    this.#refs++;
+    return this;
+  }
+
+  /**
+   * Drops a reference. Commands already enqueued with it still run: OpenCL keeps the kernel (and
+   * its program) until they complete.
+   */
+  release(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    const last = --this.#refs === 0;
+    if (last) {
+      this.#handle = null;
+      this.#args = [];
+      this.#svmPointers = [];
+      net.remove(this);
+    }
+    const status = opencl().symbols.clReleaseKernel(handle);
+    if (last) this.context.disown();
+    check("clReleaseKernel", status);
+  }
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+
+  /** The raw cl_kernel. Unsafe: invalid after release. */
+  get unsafeHandle(): Pointer {
+    return this.handle();
+  }
+}
+
+/**
+ * @internal Fills the size_t arrays of clEnqueueNDRangeKernel from `global`, `local`, `offset`,
+ * checking them first. Returns the work dimension; the arrays are shared scratch, read during the call only.
+ */
+export function ndrangeSizes(global: readonly number[], local: readonly number[] | undefined, offset: readonly number[] | undefined): {
+  dim: number;
+  global: BigUint64Array;
+  local: BigUint64Array | null;
+  offset: BigUint64Array | null;
+} {
+  if (!Array.isArray(global) || global.length < 1 || global.length > 3) {
+    throw new TypeError("globalSize must be an array of 1 to 3 positive integers");
+  }
+  const dim = global.length;
+  const g = sizeScratch;
+  for (let i = 0; i < dim; i++) g[i] = BigInt(positive(global[i], `globalSize[${i}]`));
+  let l: BigUint64Array | null = null;
+  if (local !== undefined) {
+    if (!Array.isArray(local) || local.length !== dim) throw new TypeError(`local must be an array of ${dim} positive integer(s), like globalSize`);
+    l = new BigUint64Array(new ArrayBuffer(8 * 3));
+    // A size that does not divide the global size is left to the driver: OpenCL 2.0 allows a
+    // non-uniform last group, 1.2 devices refuse it with CL_INVALID_WORK_GROUP_SIZE.
+    for (let i = 0; i < dim; i++) l[i] = BigInt(positive(local[i], `local[${i}]`));
+  }
+  let o: BigUint64Array | null = null;
+  if (offset !== undefined) {
+    if (!Array.isArray(offset) || offset.length !== dim) throw new TypeError(`offset must be an array of ${dim} non-negative integer(s), like globalSize`);
+    o = new BigUint64Array(new ArrayBuffer(8 * 3));
+    for (let i = 0; i < dim; i++) {
+      const v = offset[i];
+      if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`offset[${i}] must be a non-negative integer, got ${String(v)}`);
+      o[i] = BigInt(v);
+    }
+  }
+  return { dim, global: g, local: l, offset: o };
+}
+
+function positive(v: unknown, what: string): number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0) throw new RangeError(`${what} must be a positive integer, got ${String(v)}`);
+  return v;
+}
