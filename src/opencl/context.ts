@@ -90,7 +90,7 @@ export class Context {
   [inRegistry] = false;
 
   /** @internal use `cl.createContext()`. */
-  constructor(devices?: Device[]) {
+  constructor(devices?: readonly Device[]) {
     const list = devices ?? [defaultDevice()];
     if (!Array.isArray(list) || list.length === 0) throw new TypeError(`createContext takes a non-empty array of cl.Device, got ${show(list)}`);
     list.forEach((d, i) => {
@@ -252,6 +252,6 @@ export class Context {
  * import { cl } from "memlife";
  * using ctx = cl.createContext(cl.getPlatforms()[0].getDevices(cl.DeviceType.GPU));
  */
-export function createContext(devices?: Device[]): Context {
+export function createContext(devices?: readonly Device[]): Context {
   return new Context(devices);
 }

@@ -324,7 +324,7 @@ export class Kernel {
    * The SVM allocations the kernel reaches through pointers stored in memory rather than through
    * its arguments (CL_KERNEL_EXEC_INFO_SVM_PTRS). Commands keep them alive like arguments.
    */
-  setSVMPointers(allocations: SVMAllocation[]): this {
+  setSVMPointers(allocations: readonly SVMAllocation[]): this {
     const handle = this.handle();
     if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
     const pointers = allocations.map((a, i) => {

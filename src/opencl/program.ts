@@ -74,7 +74,7 @@ export class Program {
    * (`CL_BUILD_PROGRAM_FAILURE`) whose `buildLog` holds each device's log and whose message
    * quotes them.
    */
-  async build(options = "", devices?: Device[]): Promise<void> {
+  async build(options = "", devices?: readonly Device[]): Promise<void> {
     const handle = this.handle();
     if (typeof options !== "string") throw new TypeError(`build options must be a string, got ${typeof options}`);
     if (options.includes("\0")) throw new TypeError("build options must not contain NUL characters");

@@ -41,7 +41,7 @@ export interface TransferOptions {
   /** Byte offset into the buffer (default 0). */
   offset?: number;
   /** Events that must complete first. */
-  waitFor?: Event[];
+  waitFor?: readonly Event[];
 }
 
 export interface SVMFreeOptions {
@@ -51,7 +51,7 @@ export interface SVMFreeOptions {
    * may be used inside it.
    */
   onFree?: SVMFreeCallback;
-  waitFor?: Event[];
+  waitFor?: readonly Event[];
 }
 
 const transferKeys = keys("offset", "waitFor");
@@ -84,10 +84,10 @@ const noBytes = new Uint8Array(new ArrayBuffer(8));
 
 export interface NDRangeOptions {
   /** Work-group size per dimension (default: the driver picks). */
-  local?: number[];
+  local?: readonly number[];
   /** Global work offset per dimension (default: zeros). */
-  offset?: number[];
-  waitFor?: Event[];
+  offset?: readonly number[];
+  waitFor?: readonly Event[];
 }
 
 export interface SVMCopyOptions {
@@ -95,7 +95,7 @@ export interface SVMCopyOptions {
   size?: number;
   srcOffset?: number;
   dstOffset?: number;
-  waitFor?: Event[];
+  waitFor?: readonly Event[];
 }
 
 export interface RangeOptions {
@@ -103,7 +103,7 @@ export interface RangeOptions {
   offset?: number;
   /** Bytes (default: the rest after `offset`). */
   size?: number;
-  waitFor?: Event[];
+  waitFor?: readonly Event[];
 }
 
 export type MapAccess = "read" | "write" | "read_write" | "write_invalidate";
@@ -117,7 +117,7 @@ export interface CopyBufferOptions {
   dstOffset?: number;
   /** Bytes (default: what is left of `src` after `srcOffset`). */
   size?: number;
-  waitFor?: Event[];
+  waitFor?: readonly Event[];
 }
 
 const mapFlags: Record<MapAccess, number> = {
@@ -240,7 +240,7 @@ export class SVMMapping {
   }
 
   /** Enqueues clEnqueueSVMUnmap and detaches `arrayBuffer` at once. */
-  unmap(options?: { waitFor?: Event[] }): Event {
+  unmap(options?: { waitFor?: readonly Event[] }): Event {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
     const { waitFor } = ownOptions(options, ["waitFor"] as const, "unmap");
     const handle = this.#queue.handle();
@@ -396,7 +396,7 @@ export class CommandQueue {
    * with or without `onFree`, and throws ReleasedError if used afterwards. The returned event's
    * `wait()` settles after the command completed and `onFree` ran.
    */
-  enqueueSVMFree(allocations: SVMAllocation[], options?: SVMFreeOptions): Event {
+  enqueueSVMFree(allocations: readonly SVMAllocation[], options?: SVMFreeOptions): Event {
     const handle = this.handle();
     if (!Array.isArray(allocations)) throw new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(allocations)}`);
     let onFree: SVMFreeCallback | undefined;
@@ -454,7 +454,7 @@ export class CommandQueue {
    * const done = queue.enqueueNDRangeKernel(kernel, [1024], { local: [64] });
    * await done.wait();
    */
-  enqueueNDRangeKernel(kernel: Kernel, globalSize: number[], options?: NDRangeOptions): Event {
+  enqueueNDRangeKernel(kernel: Kernel, globalSize: readonly number[], options?: NDRangeOptions): Event {
     const handle = this.handle();
     if (!(kernel instanceof Kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
     if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
@@ -598,7 +598,7 @@ export class CommandQueue {
   }
 
   /** An event that completes when `waitFor` (default: every command enqueued before) completed. */
-  enqueueMarker(options?: { waitFor?: Event[] }): Event {
+  enqueueMarker(options?: { waitFor?: readonly Event[] }): Event {
     const handle = this.handle();
     const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueMarker");
     const { count, list } = waitList(waitFor as Event[] | undefined);
@@ -608,7 +608,7 @@ export class CommandQueue {
   }
 
   /** Like `enqueueMarker`, and later commands wait for it too (matters on out-of-order queues). */
-  enqueueBarrier(options?: { waitFor?: Event[] }): Event {
+  enqueueBarrier(options?: { waitFor?: readonly Event[] }): Event {
     const handle = this.handle();
     const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueBarrier");
     const { count, list } = waitList(waitFor as Event[] | undefined);

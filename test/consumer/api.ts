@@ -84,10 +84,59 @@ export async function opencl(): Promise<void> {
     if (event.commandType === cl.CommandType.SVM_FREE) await event.wait();
     numbers.push(Number(where - address), alloc.size);
   }
+  await compute(ctx, queue, caps, numbers, texts);
   numbers.push(cl.MemFlags.READ_WRITE);
   queue.release();
   ctx[Symbol.dispose]();
   seen.push(texts.length, numbers.length, typeof cl.library);
+}
+
+/** Programs, kernels and the commands that use memory on the device. */
+async function compute(ctx: cl.Context, queue: cl.CommandQueue, caps: cl.SVMCapabilities, numbers: number[], texts: string[]): Promise<void> {
+  const program: cl.Program = ctx.createProgram("__kernel void k(__global float *a, float s, __local float *t) { a[0] *= s; }");
+  try {
+    await program.build("", ctx.devices);
+  } catch (error) {
+    if (error instanceof OpenCLError) for (const entry of error.buildLog ?? []) texts.push(entry.log, entry.device.name);
+  }
+  const log: cl.BuildLogEntry[] = [{ device: ctx.devices[0]!, log: program.buildLog() }];
+  texts.push(program.source, ...program.kernelNames, ...log.map((e) => e.log));
+  const kernel: cl.Kernel = program.createKernel("k");
+  const all: cl.Kernel[] = program.createKernels();
+  const buf: cl.Buffer = ctx.createBuffer(64);
+  const scale: cl.TypedValue = cl.float(2);
+  const scratch: cl.LocalMemory = cl.local(64);
+  const arg: cl.KernelArg = buf;
+  kernel.setArg(0, arg).setArg(1, scale).setArg(2, scratch);
+  const ndrange: cl.NDRangeOptions = { local: [1], offset: [0], waitFor: [] };
+  const run: cl.Event = queue.enqueueNDRangeKernel(kernel, [1], ndrange);
+  const fill: cl.RangeOptions = { offset: 0, size: 64, waitFor: [run] };
+  const filled: cl.Event = queue.enqueueFillBuffer(buf, cl.int4(1, 2, 3, 4), fill);
+  const other: cl.Buffer = ctx.createBuffer(64);
+  const copy: cl.CopyBufferOptions = { srcOffset: 0, dstOffset: 0, size: 64, waitFor: [filled] };
+  queue.enqueueCopyBuffer(buf, other, copy).release();
+  const marker: cl.Event = queue.enqueueMarker({ waitFor: [] });
+  queue.enqueueBarrier().release();
+  await marker.wait();
+  numbers.push(kernel.workGroupSize(), kernel.preferredWorkGroupSizeMultiple(), program.numKernels, all.length);
+  if (caps.coarseGrainBuffer) {
+    const alloc: cl.SVMAllocation = ctx.svmAlloc(64);
+    kernel.setArg(0, alloc).setSVMPointers([alloc]);
+    const copyOptions: cl.SVMCopyOptions = { size: 64, srcOffset: 0, dstOffset: 0 };
+    queue.enqueueSVMMemcpy(alloc, new Float32Array(16), copyOptions).release();
+    queue.enqueueSVMMemFill(alloc, cl.float(0)).release();
+    const access: cl.MapAccess = "read";
+    const mapOptions: cl.SVMMapOptions = { access, offset: 0, size: 64 };
+    const mapping: cl.SVMMapping = await queue.mapSVM(alloc, mapOptions);
+    numbers.push(new Float32Array(mapping.arrayBuffer)[0] ?? 0);
+    await mapping.unmap().wait();
+    await queue.enqueueSVMFree([alloc]).wait();
+  }
+  for (const k of all) k.release();
+  kernel.release();
+  program.release();
+  buf.release();
+  other.release();
 }
 
 export async function embree(vertices: Float32Array, indices: Uint32Array): Promise<void> {
