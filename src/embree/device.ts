@@ -96,8 +96,11 @@ export class Device {
   /**
    * Sets the memory monitor (rtcSetDeviceMemoryMonitorFunction), or unsets it with `null`.
    * It runs on the JS thread, one call at a time, also for allocations of Embree's worker threads
-   * (which wait for its answer); only an explicit `false` refuses. An exception counts as `false`:
-   * it goes to `onCallbackError` and becomes the `cause` of the EmbreeError that follows.
+   * (which wait for its answer); only an explicit `false` refuses, and so does throwing any value.
+   * A thrown value reaches the program once: as the `cause` of the EmbreeError of the operation it
+   * refused (`commit()` rejects, `addTriangleMesh` throws), else (a throw while memory is freed,
+   * e.g. in `release()`, which never throws for it) through `onCallbackError`, else uncaught.
+   * A returned promise allows; its rejection goes to `onCallbackError`.
    * Replacing it while a commit runs is fine: each call asks the monitor set at that moment.
    * The first function set starts accounting (see `memory`); `null` leaves it on.
    */
