@@ -17,6 +17,13 @@ async function load(): Promise<Backend> {
 
 export const backend: Backend = await load();
 
+/**
+ * Whether this realm is a Worker: `node:worker_threads` says so on Node and Bun (web Workers
+ * included); in a Deno web Worker it says "main thread", but WorkerGlobalScope exists there.
+ */
+export const inWorker: boolean = !(await import("node:worker_threads")).isMainThread ||
+  typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope === "function";
+
 /** Environment variables without touching a runtime API (`process` exists on all three). */
 export function envVar(name: string): string | undefined {
   const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;

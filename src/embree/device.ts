@@ -6,6 +6,7 @@ import { EmbreeError, ReleasedError } from "../errors.ts";
 import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
 import { DeviceState, type MemoryMonitor, type MemoryStats } from "./state.ts";
 import { Scene } from "./scene.ts";
+import { refuseInWorker } from "../worker.ts";
 
 const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) => state.release("rtcReleaseDevice", handle));
 
@@ -46,6 +47,7 @@ export class Device {
     if (options === null || typeof options !== "object") throw new TypeError("rtc.newDevice's options are an object { accounting?: boolean }");
     const accounting = options.accounting ?? false;
     if (typeof accounting !== "boolean") throw new TypeError(`options.accounting must be a boolean, got ${typeof accounting}`);
+    if (accounting) refuseInWorker("rtc.newDevice({ accounting: true })", ["bun", "deno"]);
     const lib = embree();
     const handle = lib.symbols.rtcNewDevice(config) as Pointer | null;
     if (handle === null) {
@@ -109,6 +111,7 @@ export class Device {
       throw new TypeError("setMemoryMonitorFunction takes a function (bytes, post) => boolean, or null");
     }
     this.handle();
+    if (monitor !== null) refuseInWorker("setMemoryMonitorFunction", ["bun", "deno"]);
     // The native monitor is memlife's and stays once installed: only the JS side changes.
     this.#state.monitor = monitor;
     if (monitor !== null) this.#state.startAccounting();
@@ -126,6 +129,7 @@ export class Device {
       throw new RangeError(`a memory budget is a non-negative number of bytes or null, got ${String(bytes)}`);
     }
     this.handle();
+    if (bytes !== null) refuseInWorker("setMemoryBudget", ["bun", "deno"]);
     this.#state.budget = bytes;
     if (bytes !== null) this.#state.startAccounting();
   }

@@ -7,6 +7,7 @@ import { openclSymbols } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
 import { OpenCLError } from "../errors.ts";
 import { openLibrary } from "../library.ts";
+import { refuseInWorker } from "../worker.ts";
 
 export type OpenCLSymbols = NativeLibrary<typeof openclSymbols>["symbols"];
 
@@ -21,6 +22,7 @@ export let symbols: OpenCLSymbols;
 /** The loaded library; the first call opens it ($OPENCL_LIBRARY, then the usual names). */
 export function opencl(): NativeLibrary<typeof openclSymbols> {
   if (library === undefined) {
+    refuseInWorker("OpenCL");
     library = load();
     symbols = library.symbols;
   }
