@@ -5,22 +5,21 @@
  * call them after `terminate()`, when that isolate is gone. Measured on this project's machine
  * (test/fixtures/worker-host.ts, a Worker terminated with callbacks owed): Deno crashes (SIGSEGV
  * or abort: its closed UnsafeCallbacks), Node hangs in `terminate()` (koffi blocks the driver
- * thread on the dead Worker while a libuv thread waits on it), and Bun crashes even for a plain
- * async call in flight (its threadsafe JSCallbacks). No runtime tells a Worker's code that it is
- * being terminated, and only Bun can compile native code to stand between, so instead memlife
- * refuses, with a WorkerError, each feature that lets native threads call into a Worker:
+ * thread on the dead Worker while a libuv thread waits on it), and Bun crashes for a threadsafe
+ * JSCallback called after the terminate (its async calls no longer use one in a Worker: they are
+ * polled, see ffi/bun.ts). No runtime tells a Worker's code that it is being terminated, so
+ * memlife refuses, with a WorkerError, each feature that lets native threads call into a Worker:
  * - OpenCL, everywhere: every command's completion, destructor and SVM-free callbacks come from
  *   driver threads.
- * - Embree's memory monitor, budget and accounting on Deno (TBB workers call the monitor); a
- *   device without them commits on a runtime thread and calls back only on an error. On Node a
+ * - Embree's memory monitor, budget and accounting on Bun and Deno (TBB workers call the monitor);
+ *   a device without them commits on a runtime thread and calls back only on an error. On Node a
  *   Worker terminated during a commit with a JS monitor exited cleanly in 21 runs of 21: allowed.
- * - Everything on Bun: its async calls report through a threadsafe JSCallback too.
  */
 import { inWorker, runtime } from "./backend.ts";
 import { WorkerError } from "./errors.ts";
 
 const WHY = {
-  bun: "Bun crashes when a native thread completes a call or a callback of a terminated Worker",
+  bun: "Bun crashes when a native thread calls a callback of a terminated Worker",
   deno: "Deno crashes when a native thread calls a callback of a terminated Worker",
   node: "Node hangs in worker.terminate() while a native thread waits on a callback of that Worker",
 } as const;

@@ -1,7 +1,7 @@
 // Design rule 9: using memlife in a Worker, and terminating that Worker with callbacks owed or a
 // commit running, never crashes or hangs the process. Each run is a child process
 // (test/fixtures/worker-host.ts) with a time limit, repeated: the crashes this guards against
-// came in 1 run of 8 (Deno, SVM free) to every run (Bun). What memlife cannot make safe in a
+// came in 1 run of 8 (Deno, SVM free) to every run (Bun, a commit in flight). What memlife cannot make safe in a
 // Worker on a runtime it refuses with a WorkerError (src/worker.ts): those features are listed.
 import { assert, describe, runScript, runtime, test } from "./harness.ts";
 
@@ -26,11 +26,7 @@ async function run(scenario: string, how: "wait" | "terminate", count = 1): Prom
 }
 
 /** What each runtime refuses in a Worker (src/worker.ts says why). */
-const refusedEmbree = {
-  bun: ["Embree"],
-  deno: ["setMemoryMonitorFunction", "setMemoryBudget", "rtc.newDevice({ accounting: true })"],
-  node: [],
-}[runtime];
+const refusedEmbree = runtime === "node" ? [] : ["setMemoryMonitorFunction", "setMemoryBudget", "rtc.newDevice({ accounting: true })"];
 
 describe("memlife in a Worker", () => {
   test("normal use: what runs gives the right answers; the rest is refused with WorkerError", async () => {
@@ -39,7 +35,7 @@ describe("memlife in a Worker", () => {
     const [w] = workers;
     assert.equal(w.done, true, JSON.stringify(w));
     assert.deepEqual(w.refused, ["OpenCL", ...refusedEmbree]);
-    if (runtime !== "bun") assert.equal(w.hit, true, "a committed scene in the Worker traces rays");
+    assert.equal(w.hit, true, "a committed scene in the Worker traces rays");
     if (runtime === "node") assert.deepEqual(w.monitor, { called: true, bytes: 0 }, "the monitor saw every byte come back");
   }, { timeout: 70_000 });
 
@@ -56,9 +52,8 @@ describe("terminating a Worker", () => {
   test("during a large commit (with a JS monitor where allowed), 6 runs", async () => {
     for (let i = 0; i < 6; i++) {
       const { workers } = await run("commit", "terminate");
-      const [w] = workers;
-      if (runtime === "bun") assert.deepEqual(w.refused, ["Embree"]);
-      else assert.deepEqual(w, { terminated: true }, "terminated while the commit ran");
+      // Bun: 8 runs in 8 crashed (SIGSEGV) before a Worker's async calls were polled.
+      assert.deepEqual(workers[0], { terminated: true }, "terminated while the commit ran");
     }
   }, { timeout: 400_000 });
 

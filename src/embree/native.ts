@@ -7,7 +7,6 @@ import { embreeSymbols } from "../../ffi/symbols/embree.ts";
 import { libcSymbols, RTLD_NODELETE, RTLD_NOW } from "../../ffi/symbols/libc.ts";
 import { backend, osName } from "../backend.ts";
 import { openLibrary } from "../library.ts";
-import { refuseInWorker } from "../worker.ts";
 
 export type EmbreeLibrary = NativeLibrary<typeof embreeSymbols>;
 export type EmbreeSymbols = EmbreeLibrary["symbols"];
@@ -87,7 +86,6 @@ let major = 0;
 /** The loaded library; the first call opens it ($EMBREE_LIBRARY, then Embree 4, then Embree 3). */
 export function embree(): EmbreeLibrary {
   if (library !== undefined) return library;
-  refuseInWorker("Embree", ["bun"]);
   library = openLibrary({
     name: "Embree",
     envVar: "EMBREE_LIBRARY",
