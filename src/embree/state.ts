@@ -343,6 +343,10 @@ export class DeviceState {
     commitsInFlight++;
     try {
       await run();
+    } catch (failure) {
+      // Not Embree's error (the backend's): report what the monitor threw all the same.
+      settle(op);
+      throw failure;
     } finally {
       commitsInFlight--;
       this.#commitOp = null;
