@@ -13,7 +13,7 @@
  *   driver threads.
  * - Embree's memory monitor, budget and accounting on Bun and Deno (TBB workers call the monitor);
  *   a device without them commits on a runtime thread and calls back only on an error. On Node a
- *   Worker terminated during a commit with a JS monitor exited cleanly in 21 runs of 21: allowed.
+ *   Worker terminated during a commit with a JS monitor exited cleanly in 13 runs of 13: allowed.
  */
 import { inWorker, runtime } from "./backend.ts";
 import { WorkerError } from "./errors.ts";
