@@ -77,6 +77,40 @@ static done_fn on_done;
 #define KEEP_IDLE 4
 #define IDLE_SECONDS 10
 
+/*
+ * A Worker's relay has no `on_done`: a threadsafe JSCallback called after the Worker was
+ * terminated crashes Bun, and nothing tells the Worker's code it is being terminated. Its pool
+ * keeps completions here instead, and JS takes them with async_take while calls are in flight;
+ * after a terminate nobody takes them, and nothing touches the dead isolate. Under pool_mu.
+ */
+static uint32_t *done_words; /* id, low 32 bits, high 32 bits per completion */
+static int done_count, done_capacity;
+
+static void keep_done(uint32_t id, uint64_t r) {
+  if (done_count == done_capacity) {
+    int n = done_capacity ? done_capacity * 2 : 64;
+    uint32_t *grown = realloc(done_words, (size_t)n * 3 * sizeof(uint32_t));
+    if (!grown) return; /* the call's promise stays pending rather than the process failing */
+    done_words = grown;
+    done_capacity = n;
+  }
+  uint32_t *w = done_words + 3 * done_count++;
+  w[0] = id;
+  w[1] = (uint32_t)r;
+  w[2] = (uint32_t)(r >> 32);
+}
+
+/* Moves up to `max` kept completions into `out` (3 words each); returns how many. */
+int async_take(uint32_t *out, int max) {
+  pthread_mutex_lock(&pool_mu);
+  int n = done_count < max ? done_count : max;
+  memcpy(out, done_words, (size_t)n * 3 * sizeof(uint32_t));
+  memmove(done_words, done_words + 3 * n, (size_t)(done_count - n) * 3 * sizeof(uint32_t));
+  done_count -= n;
+  pthread_mutex_unlock(&pool_mu);
+  return n;
+}
+
 static void *pool_main(void *unused) {
   (void)unused;
   pthread_mutex_lock(&pool_mu);
@@ -103,8 +137,13 @@ static void *pool_main(void *unused) {
     uint64_t r = j->fn(j->a[0], j->a[1], j->a[2], j->a[3], j->a[4], j->a[5], j->a[6], j->a[7], j->a[8]);
     uint32_t id = j->id;
     free(j);
-    on_done(id, (uint32_t)r, (uint32_t)(r >> 32));
-    pthread_mutex_lock(&pool_mu);
+    if (on_done) {
+      on_done(id, (uint32_t)r, (uint32_t)(r >> 32));
+      pthread_mutex_lock(&pool_mu);
+    } else {
+      pthread_mutex_lock(&pool_mu);
+      keep_done(id, r);
+    }
   }
 }
 

@@ -18,6 +18,7 @@ import { CFunction, CString, cc, dlopen, FFIType, JSCallback, ptr, read, toArray
 import type { FFIFunction, FFITypeOrString, Pointer as BunPointer } from "bun:ffi";
 import { fileURLToPath } from "node:url";
 import { AsyncQueue } from "./async-queue.ts";
+import { isMainThread } from "node:worker_threads";
 import type {
   Backend,
   Callback,
@@ -104,6 +105,7 @@ const helperSymbols = {
     returns: "i32",
   },
   async_threads: { args: [], returns: "i32" },
+  async_take: { args: ["ptr", "i32"], returns: "i32" },
   relay_slot_init: { args: ["i32", "i32", "ptr", "ptr", "i32", "u32", "i32"], returns: "ptr" },
   relay_answer: { args: ["ptr", "u64"], returns: "void" },
   relay_count: { args: ["i32"], returns: "f64" },
@@ -121,6 +123,7 @@ interface Helpers {
   /** The symbol's address is all we use: each async binding types its own CFunction over it. */
   async_submit: { readonly ptr: number };
   async_threads(): number;
+  async_take(out: Uint32Array, max: number): number;
   relay_slot_init(
     slot: number, mode: number, direct: number | null, notify: number | null,
     nargs: number, kinds: number, retKind: number,
@@ -165,6 +168,24 @@ const immortal: unknown[] = [];
 
 let helpers: Helpers | undefined;
 
+/**
+ * In a Worker, async completions are polled (see async_take in bun-relay.c): a threadsafe
+ * JSCallback that a pool thread calls after the Worker was terminated crashes the process.
+ */
+const polled = !isMainThread;
+/** How often a Worker looks for completions while async calls are in flight. */
+const POLL_MS = 1;
+const taken = new Uint32Array(3 * 64);
+
+function takeCompletions(): void {
+  const h = helpers!;
+  let n: number;
+  do {
+    n = h.async_take(taken, 64);
+    for (let i = 0; i < n; i++) onAsyncDone(taken[3 * i], taken[3 * i + 1], taken[3 * i + 2]);
+  } while (n === 64);
+}
+
 /** Compiled on first use (~8 ms), on the thread that becomes "the JS thread" for the relays. */
 function native(): Helpers {
   if (helpers) return helpers;
@@ -172,18 +193,38 @@ function native(): Helpers {
     source: fileURLToPath(new URL("./bun-relay.c", import.meta.url)),
     symbols: helperSymbols,
   });
-  const done = new JSCallback(onAsyncDone, {
-    args: ["u32", "u32", "u32"],
-    returns: "void",
-    threadsafe: true,
-  });
-  immortal.push(lib, done);
+  immortal.push(lib);
   const h = lib.symbols as unknown as Helpers;
-  h.memlife_init(done.ptr);
-  keepAlive = setInterval(() => {}, 0x7fffffff);
-  keepAlive.unref();
+  if (polled) {
+    h.memlife_init(null);
+  } else {
+    const done = new JSCallback(onAsyncDone, {
+      args: ["u32", "u32", "u32"],
+      returns: "void",
+      threadsafe: true,
+    });
+    immortal.push(done);
+    h.memlife_init(done.ptr);
+    keepAlive = setInterval(() => {}, 0x7fffffff);
+    keepAlive.unref();
+  }
   helpers = h;
   return h;
+}
+
+/** An async call started: hold the event loop (and, in a Worker, poll) until it completed. */
+function started(): void {
+  if (inFlight++ !== 0) return;
+  if (polled) keepAlive = setInterval(takeCompletions, POLL_MS);
+  else keepAlive!.ref();
+}
+
+function finished(): void {
+  if (--inFlight !== 0) return;
+  if (polled) {
+    clearInterval(keepAlive);
+    keepAlive = undefined;
+  } else keepAlive!.unref();
 }
 
 const TWO32 = 2 ** 32;
@@ -225,7 +266,7 @@ function onAsyncDone(id: number, lo: number, hi: number): void {
   const call = pending.get(id);
   if (!call) return;
   pending.delete(id);
-  if (--inFlight === 0) keepAlive!.unref();
+  finished();
   call.resolve(decode(call.returns, lo, hi));
 }
 
@@ -278,7 +319,7 @@ function bindAsync(name: string, def: SymbolDef, fn: NativeFunction): (...args: 
     }
     const { promise, resolve } = Promise.withResolvers<unknown>();
     pending.set(id, { resolve, returns: def.returns, keep: words });
-    if (inFlight++ === 0) keepAlive!.ref();
+    started();
     return promise;
   };
   return (...given: unknown[]): Promise<unknown> => asyncQueue.run(() => start(given));
@@ -508,6 +549,7 @@ function readCString(pointer: Pointer): string {
 
 export const backend: Backend = {
   runtime: "bun",
+  inWorker: !isMainThread,
   open,
   callback,
   memoryLedger,

@@ -472,6 +472,9 @@ function requirePermissions(envVar: string): void {
 
 export const backend: Backend = {
   runtime: "deno",
+  // In a Deno Worker (web or node:worker_threads, which Deno builds on web Workers) the global
+  // scope is a WorkerGlobalScope; node:worker_threads' isMainThread says "main" in web Workers.
+  inWorker: typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope === "function",
   requirePermissions,
   open,
   callback,

@@ -258,6 +258,7 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
 
 export const backend: Backend = {
   runtime: "node",
+  inWorker: !isMainThread,
   open,
   callback,
   pointerOf(view: ArrayBufferView): Pointer {

@@ -122,6 +122,8 @@ export interface LedgerFigures {
 
 export interface Backend {
   readonly runtime: "bun" | "deno" | "node";
+  /** Whether this realm is a Worker: native threads may outlive it (see src/worker.ts). */
+  readonly inWorker: boolean;
   /**
    * Open one library and bind its table. Throws (with the runtime's message) when the library
    * cannot be opened or a non-optional symbol is missing.

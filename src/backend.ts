@@ -29,6 +29,9 @@ export const runtime: Backend["runtime"] = selected.runtime;
 
 export const backend: Backend = selected;
 
+/** Whether this realm is a Worker (the backend tells: the core touches no runtime API). */
+export const inWorker: boolean = selected.inWorker;
+
 /**
  * Environment variables without touching a runtime API (`process` exists on all three). Every
  * native call of memlife is preceded by one, so the permission check (Deno) comes first.

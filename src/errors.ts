@@ -1,4 +1,4 @@
-/** One error class per native library, plus the two that describe misuse and missing libraries. */
+/** One error class per native library, plus those that describe misuse, missing libraries and Workers. */
 import { openclStatusCodes } from "./opencl/status-codes.ts";
 
 /**
@@ -100,5 +100,24 @@ export class ReleasedError extends Error {
   constructor(what: string) {
     super(`${what} has been released`);
     this.name = "ReleasedError";
+  }
+}
+
+/**
+ * What was asked cannot be done safely in a Worker on this runtime: native threads would call
+ * into the Worker after it may have been terminated, which crashes or hangs the whole process
+ * (see README, "Workers"). Use it on the main thread.
+ * @example
+ * try { cl.createContext() } catch (e) { if (e instanceof WorkerError) postMessage("use the main thread") }
+ */
+export class WorkerError extends Error {
+  /** What was refused, e.g. "OpenCL" or "setMemoryMonitorFunction". */
+  readonly feature: string;
+  readonly runtime: string;
+  constructor(feature: string, runtime: string, why: string) {
+    super(`${feature} is not available in a Worker on ${runtime}: ${why}. Use it on the main thread.`);
+    this.name = "WorkerError";
+    this.feature = feature;
+    this.runtime = runtime;
   }
 }

@@ -7,6 +7,7 @@ import { boolean, callable, integer, keys, options as checkOptions, own, show } 
 import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
 import { DeviceState, type MemoryMonitor, type MemoryStats } from "./state.ts";
 import { Scene } from "./scene.ts";
+import { refuseInWorker } from "../worker.ts";
 
 const deviceKeys = keys("accounting");
 
@@ -50,6 +51,7 @@ export class Device {
     // C would read the string only up to the NUL, silently dropping the rest of the configuration.
     if (config.includes("\0")) throw new TypeError("rtc.newDevice's configuration string must not contain NUL characters");
     const accounting = boolean(own(checkOptions(options, deviceKeys, "rtc.newDevice options"), "accounting"), "accounting", false);
+    if (accounting) refuseInWorker("rtc.newDevice({ accounting: true })", ["bun", "deno"]);
     const lib = embree();
     const handle = lib.symbols.rtcNewDevice(config) as Pointer | null;
     if (handle === null) {
@@ -101,14 +103,18 @@ export class Device {
   /**
    * Sets the memory monitor (rtcSetDeviceMemoryMonitorFunction), or unsets it with `null`.
    * It runs on the JS thread, one call at a time, also for allocations of Embree's worker threads
-   * (which wait for its answer); only an explicit `false` refuses. An exception counts as `false`:
-   * it goes to `onCallbackError` and becomes the `cause` of the EmbreeError that follows.
+   * (which wait for its answer); only an explicit `false` refuses, and so does throwing any value.
+   * A thrown value reaches the program once: as the `cause` of the EmbreeError of the operation it
+   * refused (`commit()` rejects, `addTriangleMesh` throws), else (a throw while memory is freed,
+   * e.g. in `release()`, which never throws for it) through `onCallbackError`, else uncaught.
+   * A returned promise allows; its rejection goes to `onCallbackError`.
    * Replacing it while a commit runs is fine: each call asks the monitor set at that moment.
    * The first function set starts accounting (see `memory`); `null` leaves it on.
    */
   setMemoryMonitorFunction(monitor: MemoryMonitor | null): void {
     if (monitor !== null) callable(monitor, "the memory monitor", "(bytes, post) => boolean, or null");
     this.handle();
+    if (monitor !== null) refuseInWorker("setMemoryMonitorFunction", ["bun", "deno"]);
     // The native monitor is memlife's and stays once installed: only the JS side changes.
     this.#state.monitor = monitor;
     if (monitor !== null) this.#state.startAccounting();
@@ -124,6 +130,7 @@ export class Device {
   setMemoryBudget(bytes: number | null): void {
     if (bytes !== null) integer(bytes, "size_t", "a memory budget (bytes, or null for none)");
     this.handle();
+    if (bytes !== null) refuseInWorker("setMemoryBudget", ["bun", "deno"]);
     this.#state.budget = bytes;
     if (bytes !== null) this.#state.startAccounting();
   }

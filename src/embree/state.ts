@@ -50,6 +50,38 @@ interface Operation {
   message: string;
   /** The monitor's exception, or the budget's RangeError, behind an RTC_ERROR_OUT_OF_MEMORY. */
   cause: unknown;
+  /** Whether `cause` is set: a monitor may throw `undefined`, and that is still the cause. */
+  hasCause: boolean;
+  /**
+   * What the monitor threw during the operation, held until it ends: each exception reaches the
+   * program once, as the `cause` of the operation's EmbreeError when it is that, else through
+   * onCallbackError (see `settle`).
+   */
+  thrown: unknown[] | null;
+}
+
+function operation(fn: string): Operation {
+  return { fn, code: 0, message: "", cause: undefined, hasCause: false, thrown: null };
+}
+
+/**
+ * The operation is over: returns the EmbreeError it raised (if any), and reports every exception
+ * the monitor threw that this error does not carry as its cause. An exception thrown again and
+ * again (the same value) is one exception.
+ */
+function settle(op: Operation): EmbreeError | null {
+  const error = op.code !== 0 ? errorOf(op) : null;
+  const thrown = op.thrown;
+  if (thrown !== null) {
+    const seen = new Set<unknown>();
+    if (error !== null && op.hasCause) seen.add(op.cause);
+    for (const value of thrown) {
+      if (seen.has(value)) continue;
+      seen.add(value);
+      reportCallbackError(value, "memoryMonitor");
+    }
+  }
+  return error;
 }
 
 const states = new IdTable<DeviceState>();
@@ -214,23 +246,37 @@ export class DeviceState {
     else this.relayed++;
     let answer = true;
     let cause: unknown;
+    let hasCause = false;
     const monitor = this.#monitor;
     if (monitor !== null) {
       try {
-        if (monitor(bytes, post) === false) answer = false;
+        const result = monitor(bytes, post);
+        if (result === false) answer = false;
+        // Only an explicit false refuses, and Embree needs the answer now: a promise allows, and
+        // its rejection is reported like an exception thrown outside any operation.
+        else if (isThenable(result)) result.then(undefined, (error) => reportCallbackError(error, "memoryMonitor"));
       } catch (error) {
+        // Any value thrown, undefined included, refuses.
         answer = false;
         cause = error;
-        reportCallbackError(error, "memoryMonitor");
+        hasCause = true;
+        if (op === null) reportCallbackError(error, "memoryMonitor");
+        else (op.thrown ??= []).push(error);
       }
     }
     // The budget is checked where the figures are, which may be native code.
     const verdict = accounts().apply(this.id, bytes, post, answer);
     if (verdict === 1) {
       const budgetError = this.#budgetRefusal();
-      cause ??= budgetError;
+      if (!hasCause && budgetError !== undefined) {
+        cause = budgetError;
+        hasCause = true;
+      }
     }
-    if (verdict !== 0 && bytes > 0 && op !== null && op.cause === undefined && cause !== undefined) op.cause = cause;
+    if (verdict !== 0 && bytes > 0 && op !== null && !op.hasCause && hasCause) {
+      op.cause = cause;
+      op.hasCause = true;
+    }
     return verdict === 0;
   }
 
@@ -254,22 +300,33 @@ export class DeviceState {
       op.code = code;
       op.message = message;
       // A refusal settled natively (no JS monitor) reached JS only as this error.
-      if (code === RTC_ERROR_OUT_OF_MEMORY && op.cause === undefined) op.cause = this.#budgetRefusal();
+      if (code === RTC_ERROR_OUT_OF_MEMORY && !op.hasCause) {
+        const budgetError = this.#budgetRefusal();
+        if (budgetError !== undefined) {
+          op.cause = budgetError;
+          op.hasCause = true;
+        }
+      }
     }
   }
 
   /** Runs a synchronous native call on the JS thread and throws the EmbreeError it raised. */
   call<T>(fn: string, run: () => T): T {
     const outer = this.#syncOp;
-    const op: Operation = { fn, code: 0, message: "", cause: undefined };
+    const op = operation(fn);
     this.#syncOp = op;
     let result: T;
     try {
       result = run();
-    } finally {
+    } catch (failure) {
+      // Not Embree's error (the backend's): report what the monitor threw all the same.
       this.#syncOp = outer;
+      settle(op);
+      throw failure;
     }
-    if (op.code !== 0) throw errorOf(op);
+    this.#syncOp = outer;
+    const error = settle(op);
+    if (error !== null) throw error;
     return result;
   }
 
@@ -281,17 +338,22 @@ export class DeviceState {
   }
 
   async #commit(fn: string, run: () => Promise<unknown>): Promise<void> {
-    const op: Operation = { fn, code: 0, message: "", cause: undefined };
+    const op = operation(fn);
     this.#commitOp = op;
     commitsInFlight++;
     try {
       await run();
+    } catch (failure) {
+      // Not Embree's error (the backend's): report what the monitor threw all the same.
+      settle(op);
+      throw failure;
     } finally {
       commitsInFlight--;
       this.#commitOp = null;
     }
     // Every relayed callback ran before the native call returned: its caller waited for the answer.
-    if (op.code !== 0) throw errorOf(op);
+    const error = settle(op);
+    if (error !== null) throw error;
   }
 
   /**
@@ -329,7 +391,12 @@ export class DeviceState {
 }
 
 function errorOf(op: Operation): EmbreeError {
-  return new EmbreeError(op.fn, op.code, op.message, op.cause === undefined ? undefined : { cause: op.cause });
+  return new EmbreeError(op.fn, op.code, op.message, op.hasCause ? { cause: op.cause } : undefined);
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === "object" || typeof value === "function") && value !== null &&
+    typeof (value as { then?: unknown }).then === "function";
 }
 
 /** Test and diagnostics only: how many device states are still in the table. */

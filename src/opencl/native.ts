@@ -7,6 +7,7 @@ import { openclSymbols } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
 import { OpenCLError } from "../errors.ts";
 import { openLibrary } from "../library.ts";
+import { refuseInWorker } from "../worker.ts";
 
 export type OpenCLSymbols = NativeLibrary<typeof openclSymbols>["symbols"];
 
@@ -29,6 +30,7 @@ export let unguarded: OpenCLSymbols;
  */
 export function opencl(): NativeLibrary<typeof openclSymbols> {
   if (library === undefined) {
+    refuseInWorker("OpenCL");
     library = load();
     symbols = library.symbols;
     unguarded = library.unguarded;

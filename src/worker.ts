@@ -1,0 +1,30 @@
+/**
+ * What memlife refuses in a Worker, and why. A Worker's memlife has its own callback trampolines,
+ * made in the Worker's isolate; native threads that still owe a callback (a PoCL worker completing
+ * a command, a TBB worker asking the memory monitor, Bun's thread pool reporting an async call)
+ * call them after `terminate()`, when that isolate is gone. Measured on this project's machine
+ * (test/fixtures/worker-host.ts, a Worker terminated with callbacks owed): Deno crashes (SIGSEGV
+ * or abort: its closed UnsafeCallbacks), Node hangs in `terminate()` (koffi blocks the driver
+ * thread on the dead Worker while a libuv thread waits on it), and Bun crashes for a threadsafe
+ * JSCallback called after the terminate (its async calls no longer use one in a Worker: they are
+ * polled, see ffi/bun.ts). No runtime tells a Worker's code that it is being terminated, so
+ * memlife refuses, with a WorkerError, each feature that lets native threads call into a Worker:
+ * - OpenCL, everywhere: every command's completion, destructor and SVM-free callbacks come from
+ *   driver threads.
+ * - Embree's memory monitor, budget and accounting on Bun and Deno (TBB workers call the monitor);
+ *   a device without them commits on a runtime thread and calls back only on an error. On Node a
+ *   Worker terminated during a commit with a JS monitor exited cleanly in 13 runs of 13: allowed.
+ */
+import { inWorker, runtime } from "./backend.ts";
+import { WorkerError } from "./errors.ts";
+
+const WHY = {
+  bun: "Bun crashes when a native thread calls a callback of a terminated Worker",
+  deno: "Deno crashes when a native thread calls a callback of a terminated Worker",
+  node: "Node hangs in worker.terminate() while a native thread waits on a callback of that Worker",
+} as const;
+
+/** Throws a WorkerError for `feature` in a Worker on the runtimes listed (default: all). */
+export function refuseInWorker(feature: string, runtimes: readonly (typeof runtime)[] = ["bun", "deno", "node"]): void {
+  if (inWorker && runtimes.includes(runtime)) throw new WorkerError(feature, runtime, WHY[runtime]);
+}
