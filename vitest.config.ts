@@ -8,6 +8,11 @@ const onDeno = (globalThis as { Deno?: unknown }).Deno !== undefined;
 // list, which names no runtime: add the one we run on (src/backend.ts refuses a mismatch).
 const conditions = [onBun ? "bun" : onDeno ? "deno" : "node", "import", "module", "default"];
 
+// On Bun every spec file runs in a worker thread (the threads pool), where memlife refuses what a
+// terminated Worker would crash on; vitest lets its workers finish, which is what the variable
+// promises. runScript() takes it away from the child processes that test the refusals.
+if (onBun) process.env.MEMLIFE_ALLOW_WORKERS ??= "1";
+
 export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: conditions } },

@@ -91,9 +91,11 @@ export function runScript(
   const timeout = options.timeout ?? 30_000;
   return new Promise((resolve, reject) => {
     // process.execPath is the bun, deno or node binary on all three runtimes.
+    // A child starts as a user's program would: without the Worker opt-in of vitest.config.ts.
+    const { MEMLIFE_ALLOW_WORKERS: _optIn, ...inherited } = process.env;
     const child = spawn(process.execPath, [...scriptArgs[runtime], path, ...args], {
       cwd: options.cwd,
-      env: { ...process.env, DENO_NO_UPDATE_CHECK: "1", ...options.env },
+      env: { ...inherited, DENO_NO_UPDATE_CHECK: "1", ...options.env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";

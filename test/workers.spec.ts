@@ -13,8 +13,8 @@ interface Outcome {
   main: Record<string, unknown>;
 }
 
-async function run(scenario: string, how: "wait" | "terminate", count = 1): Promise<Outcome> {
-  const result = await runScript(host, [scenario, how, String(count)], { timeout: 60_000 });
+async function run(scenario: string, how: "wait" | "terminate", count = 1, env: Record<string, string> = {}): Promise<Outcome> {
+  const result = await runScript(host, [scenario, how, String(count)], { timeout: 60_000, env });
   const what = `${scenario} ${how} x${count}`;
   assert.equal(result.timedOut, false, `${what}: the process hung\n${result.stderr}`);
   assert.equal(result.signal, null, `${what}: killed by ${result.signal}\n${result.stderr}`);
@@ -38,6 +38,15 @@ describe("memlife in a Worker", () => {
     assert.deepEqual(w.refused, ["OpenCL", ...refusedEmbree]);
     assert.equal(w.hit, true, "a committed scene in the Worker traces rays");
     if (runtime === "node") assert.deepEqual(w.monitor, { called: true, bytes: 0 }, "the monitor saw every byte come back");
+  }, 70_000);
+
+  test("MEMLIFE_ALLOW_WORKERS=1: a Worker that ends on its own gets everything, with the right answers", async () => {
+    const { workers } = await run("normal", "wait", 1, { MEMLIFE_ALLOW_WORKERS: "1" });
+    const [w] = workers;
+    assert.equal(w.done, true, JSON.stringify(w));
+    assert.deepEqual(w.refused, []);
+    assert.deepEqual(w.order, [2, 1, 0], "destructor callbacks in reverse order");
+    assert.equal(w.hit, true);
   }, 70_000);
 
   test("two Workers at once while the main thread uses memlife", async () => {
