@@ -182,6 +182,11 @@ export function paid(): void {
   }
 }
 
+/** @internal Native callbacks owed now (what `owe()` counted and `paid()` did not): for diagnostics. */
+export function owedCallbacks(): number {
+  return owed;
+}
+
 function noop(): void {}
 
 // --- the FinalizationRegistry safety net ---------------------------------------------------------

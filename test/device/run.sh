@@ -158,6 +158,9 @@ note "ICDs: $(for f in "$vendors"/*.icd; do [ -e "$f" ] && printf '%s=%s ' "$(ba
 } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
 
+# Sourced by test/device/one.sh with MEMLIFE_DEVICE_SETUP_ONLY=1: the set-up above, no passes.
+if [ "${MEMLIFE_DEVICE_SETUP_ONLY:-}" = 1 ]; then return 0 2>/dev/null || exit 0; fi
+
 # ---- 4. passes ----------------------------------------------------------------------------------
 # Prints the last `N passed, N failed` line, the per-file lines and every failing or skipped test.
 digest() {
