@@ -11,7 +11,8 @@
  * Each line adds one layer of the wrapper to the raw floor, so the differences between lines are
  * what each layer costs (all lines are sampled round-robin, like bench/cases.ts):
  *   raw                      clCreateBuffer + clReleaseMemObject in the runtime's fastest form (bench/raw.ts)
- *   raw via memlife binding  the same two calls through memlife's own binding (`opencl().symbols`)
+ *   raw via memlife binding  the same two calls through memlife's own bindings (`opencl().symbols`,
+ *                            and `unguarded` for the release, as Buffer.release() without a destructor)
  *   + Buffer object          raw calls + `new Buffer(...)` + `buf.release()` (object, safety net, checks)
  *   createBuffer + release   the public API: adds argument checks (`bufferArguments`) and `ctx.handle()`
  *   safety net alone         SafetyNet.add + remove on a plain object (no native call)
@@ -43,6 +44,8 @@ const ctx = cl.createContext();
 const context = ctx.unsafeHandle;
 const raw = backend.open(cl.library().path, openclSymbols).symbols;
 const own = cl.library().symbols;
+// What Buffer.release() calls for a buffer with no destructor callback.
+const ownUnguarded = cl.library().unguarded;
 const fast = openRaw(cl.library().path);
 const wideSize = fast.wide(size);
 const rw = fast.wide(1);
@@ -56,7 +59,7 @@ const entries: Entry[] = [
     for (let i = 0; i < n; i++) fast.clReleaseMemObject(fast.clCreateBuffer(context, rw, wideSize, null, errcode)!);
   }],
   ["raw via memlife binding", (n: number) => {
-    for (let i = 0; i < n; i++) own.clReleaseMemObject(own.clCreateBuffer(context, 1, size, null, errcode));
+    for (let i = 0; i < n; i++) ownUnguarded.clReleaseMemObject(own.clCreateBuffer(context, 1, size, null, errcode));
   }],
   ["+ Buffer object", (n: number) => {
     for (let i = 0; i < n; i++) new cl.Buffer(ctx, raw.clCreateBuffer(context, 1, size, null, errcode), size, 1, null).release();
