@@ -12,7 +12,7 @@
  *   memlife must use too: one extra argument, which keeps V8 off the fast call (ffi/deno.ts says why).
  */
 import { backend } from "../src/backend.ts";
-import type { Pointer } from "../ffi/types.ts";
+import type { Pointer, SymbolDef } from "../ffi/types.ts";
 import { openclSymbols } from "../ffi/symbols/opencl.ts";
 
 type F = (...args: never[]) => unknown;
@@ -69,7 +69,7 @@ export function openRaw(path: string): RawCalls {
   }).Deno;
   const defs: Record<string, unknown> = {};
   for (const name of names) {
-    const def = openclSymbols[name];
+    const def: SymbolDef = openclSymbols[name];
     defs[name] = { parameters: def.args.map((t) => denoTypes[t]), result: denoTypes[def.returns], optional: def.optional === true };
   }
   const s = Deno.dlopen(path, defs).symbols;

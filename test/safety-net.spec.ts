@@ -10,7 +10,10 @@ import { finalizerState, inRegistry, SafetyNet } from "../src/callbacks.ts";
 class Thing {
   alive = true;
   [inRegistry] = false;
-  constructor(readonly id: number) {}
+  readonly id: number;
+  constructor(id: number) {
+    this.id = id;
+  }
   [finalizerState](): string {
     return `state ${this.id}`;
   }
