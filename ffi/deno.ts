@@ -193,43 +193,30 @@ function offFastPath(raw: NativeFunction, arity: number): NativeFunction {
  * the symbol's exact arity (a fast call needs the declared argument count) that V8 inlines.
  */
 function widening(raw: NativeFunction, wide: boolean[]): NativeFunction {
-  // One converter per 64-bit parameter, each remembering its last conversion: a program passes the
-  // same sizes and flags over and over, and a cache hit spares a bigint allocation (two of them
-  // per clCreateBuffer; measured about 20 ns of its ~45 ns wrapper cost, bench/parts.ts).
-  const [w0, w1, w2, w3, w4, w5, w6, w7, w8] = wide.map((w) => (w ? widener() : same));
+  const [w0, w1, w2, w3, w4, w5, w6, w7, w8] = wide;
   type A = unknown;
   switch (wide.length) {
-    case 1: return (a: A) => raw(w0(a));
-    case 2: return (a: A, b: A) => raw(w0(a), w1(b));
-    case 3: return (a: A, b: A, c: A) => raw(w0(a), w1(b), w2(c));
-    case 4: return (a: A, b: A, c: A, d: A) => raw(w0(a), w1(b), w2(c), w3(d));
-    case 5: return (a: A, b: A, c: A, d: A, e: A) => raw(w0(a), w1(b), w2(c), w3(d), w4(e));
-    case 6: return (a: A, b: A, c: A, d: A, e: A, f: A) => raw(w0(a), w1(b), w2(c), w3(d), w4(e), w5(f));
-    case 7: return (a: A, b: A, c: A, d: A, e: A, f: A, g: A) => raw(w0(a), w1(b), w2(c), w3(d), w4(e), w5(f), w6(g));
+    case 1: return (a: A) => raw(w0 ? big(a) : a);
+    case 2: return (a: A, b: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b);
+    case 3: return (a: A, b: A, c: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c);
+    case 4: return (a: A, b: A, c: A, d: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d);
+    case 5:
+      return (a: A, b: A, c: A, d: A, e: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e);
+    case 6:
+      return (a: A, b: A, c: A, d: A, e: A, f: A) =>
+        raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e, w5 ? big(f) : f);
+    case 7:
+      return (a: A, b: A, c: A, d: A, e: A, f: A, g: A) =>
+        raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e, w5 ? big(f) : f, w6 ? big(g) : g);
     case 8:
-      return (a: A, b: A, c: A, d: A, e: A, f: A, g: A, h: A) => raw(w0(a), w1(b), w2(c), w3(d), w4(e), w5(f), w6(g), w7(h));
+      return (a: A, b: A, c: A, d: A, e: A, f: A, g: A, h: A) =>
+        raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e, w5 ? big(f) : f, w6 ? big(g) : g, w7 ? big(h) : h);
     case 9:
       return (a: A, b: A, c: A, d: A, e: A, f: A, g: A, h: A, i: A) =>
-        raw(w0(a), w1(b), w2(c), w3(d), w4(e), w5(f), w6(g), w7(h), w8(i));
+        raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e, w5 ? big(f) : f, w6 ? big(g) : g, w7 ? big(h) : h, w8 ? big(i) : i);
     default:
       return (...args: unknown[]) => raw(...args.map((value, index) => (wide[index] ? big(value) : value)));
   }
-}
-
-const same = (value: unknown): unknown => value;
-
-/** `big` with a one-entry cache. BigInt(x) throws for a non-integer x as before; -0 gives 0n like 0. */
-function widener(): (value: unknown) => unknown {
-  let lastNumber = 0;
-  let lastBig = 0n;
-  return (value) => {
-    if (typeof value !== "number") return value;
-    if (value !== lastNumber) {
-      lastBig = BigInt(value);
-      lastNumber = value;
-    }
-    return lastBig;
-  };
 }
 
 // --- async calls ---------------------------------------------------------------------------------
