@@ -68,8 +68,8 @@ export function emit(line: Line): void {
  * sample does not pay for the garbage the entry sampled before it left behind. Not a full one on
  * V8 (Deno, Node): after a full collection V8 deoptimizes the code of memlife's hot paths ("embedded
  * weak objects cleared" under --trace-deopt, about 25 functions, Node's own timers among them) and
- * the next 50 ms sample runs while it re-optimizes: the SVM free path measured 7–10 us per op
- * instead of 3.2–4 after it, its raw floor (no JS objects) 2.3–2.7 either way. A program pays that
+ * the next 50 ms sample runs while it re-optimizes: memlife's SVM free path measured 7–14 us per op
+ * after it instead of 3.1–5.7, its raw floor (no JS objects) 2.2–3.3 either way (Node). A program pays that
  * once per full collection, which V8 runs seconds apart (none at all in these loops without a
  * forced one, by --trace-gc), not once per 50 ms. JavaScriptCore (Bun) shows no such cliff, and
  * its forced collection stays a full, synchronous one. Undefined without --expose-gc.
