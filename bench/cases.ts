@@ -15,7 +15,8 @@ import type { Pointer } from "../ffi/types.ts";
 import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 import { embreeCallbacks, embreeSymbols } from "../ffi/symbols/embree.ts";
 import { libcSymbols, RTLD_GLOBAL, RTLD_NODELETE, RTLD_NOW } from "../ffi/symbols/libc.ts";
-import { type Body, emit, type Entry, measureAll, type MeasureOptions } from "./measure.ts";
+import { openRaw } from "./raw.ts";
+import { type Body, emit, type Entry, measureAll, type MeasureOptions, settler } from "./measure.ts";
 import { budgetBytes, type CaseSpec, embreeCases, matches, openclCases, pipelineKernel, triangleSets } from "./plan.ts";
 
 // ---- options ------------------------------------------------------------------------------------
@@ -37,9 +38,8 @@ const runtime = backend.runtime;
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-type Gc = (() => void) | undefined;
-const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void; version: string }; Deno?: { version: { deno: string } } };
-const collect: Gc = g.Bun ? () => g.Bun!.gc(true) : g.gc;
+const g = globalThis as { Bun?: { version: string }; Deno?: { version: { deno: string } } };
+const collect = settler();
 const version = g.Bun ? g.Bun.version : g.Deno ? g.Deno.version.deno : process.versions.node;
 
 const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
@@ -74,8 +74,9 @@ async function bench(items: readonly { spec: CaseSpec; impls: readonly Impl[] }[
       else entries.push({ case: spec.name, impl, items: spec.triangles ?? 1, body, perOp });
     }
   }
-  // A full collection before each sample: each sample pays for its own garbage, not for the
-  // garbage of the entry sampled before it.
+  // A young-generation collection before each sample: each sample pays for its own garbage, not
+  // for the garbage of the entry sampled before it (a full one would measure V8's re-optimization
+  // after it, not memlife: see `settler`).
   const results = await measureAll(method, runtime, entries, collect);
   results.forEach((result, i) => {
     const { case: name, impl } = entries[i];
@@ -111,9 +112,15 @@ async function openclBenchmarks(): Promise<void> {
   const device = ctx.devices[0];
   emit({ type: "info", runtime, version, device: device.name, platform: device.platform.name });
 
-  // The raw floor: the same library, bound again through the backend, on memlife's own context.
+  // The raw floor: the same library, bound again, on memlife's own context. The create and SVM
+  // cases call it in the fastest form this runtime offers (bench/raw.ts); the pipeline case
+  // through the backend's bindings.
   const raw = backend.open(cl.library().path, openclSymbols);
   const s = raw.symbols;
+  const f = openRaw(cl.library().path);
+  const rw = f.wide(READ_WRITE);
+  /** user_data ids in the form the fastest call takes. */
+  const ids = Array.from({ length: SVM_BATCH + 1 }, (_, i) => f.wide(i));
   const context = ctx.unsafeHandle;
   const q = queue.unsafeHandle;
   const errcode = new Int32Array(new ArrayBuffer(4));
@@ -132,7 +139,7 @@ async function openclBenchmarks(): Promise<void> {
   const rawPending: (Pointer | null)[] = new Array(SVM_BATCH + 1).fill(null);
   let rawFreed = 0;
   const rawSvmFree = backend.callback(openclCallbacks.svmFree, (_q: unknown, _n: number, _p: unknown, id: number) => {
-    s.clSVMFree(context, rawPending[id]);
+    f.clSVMFree(context, rawPending[id]);
     rawPending[id] = null;
     rawFreed++;
   });
@@ -151,6 +158,7 @@ async function openclBenchmarks(): Promise<void> {
   const cleanups: (() => void)[] = [];
   for (const spec of specs) {
     const size = spec.bytes!;
+    const wideSize = f.wide(size);
     const k = spec.callbacks ?? 0;
     let rawBody: Body | string;
     let memlifeBody: Body | string;
@@ -158,10 +166,10 @@ async function openclBenchmarks(): Promise<void> {
       rawBody = async (n) => {
         const expected = rawDestroyed + n * k;
         for (let i = 0; i < n; i++) {
-          const mem = s.clCreateBuffer(context, READ_WRITE, size, null, errcode);
+          const mem = f.clCreateBuffer(context, rw, wideSize, null, errcode);
           if (mem === null) throw new Error(`clCreateBuffer: ${errcode[0]}`);
-          for (let j = 0; j < k; j++) s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0);
-          if (s.clReleaseMemObject(mem) !== 0) throw new Error("clReleaseMemObject failed");
+          for (let j = 0; j < k; j++) f.clSetMemObjectDestructorCallback(mem, rawDestructor, ids[0]);
+          if ((k > 0 ? f.clReleaseMemObjectReentrant(mem) : f.clReleaseMemObject(mem)) !== 0) throw new Error("clReleaseMemObject failed");
           if (k > 0 && i % YIELD_EVERY === YIELD_EVERY - 1) await null;
         }
         await until(() => rawDestroyed >= expected, "destructor callbacks");
@@ -181,17 +189,17 @@ async function openclBenchmarks(): Promise<void> {
       // One buffer at a time, each awaited until its destructor ran: what reusing host memory
       // takes. The raw floor awaits a bare promise that its own destructor callback resolves.
       const use = spec.name.includes("hostPtr");
-      const flags = READ_WRITE | (use ? USE_HOST_PTR : 0);
+      const flags = f.wide(READ_WRITE | (use ? USE_HOST_PTR : 0));
       rawBody = async (n) => {
         // A callback from a driver thread (NVIDIA) is no pending work to Node's event loop: a
         // timer keeps it alive, as memlife's own keep-alive does (else Node exits 13 mid-await).
         const alive = setInterval(() => {}, 1 << 30);
         for (let i = 0; i < n; i++) {
           const gone = new Promise<void>((resolve) => (wake = resolve));
-          const mem = s.clCreateBuffer(context, flags, size, use ? host : null, errcode);
+          const mem = f.clCreateBuffer(context, flags, wideSize, use ? host : null, errcode);
           if (mem === null) throw new Error(`clCreateBuffer: ${errcode[0]}`);
-          s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0);
-          if (s.clReleaseMemObject(mem) !== 0) throw new Error("clReleaseMemObject failed");
+          f.clSetMemObjectDestructorCallback(mem, rawDestructor, ids[0]);
+          if (f.clReleaseMemObjectReentrant(mem) !== 0) throw new Error("clReleaseMemObject failed");
           await gone;
         }
         clearInterval(alive);
@@ -214,18 +222,24 @@ async function openclBenchmarks(): Promise<void> {
       rawBody = async (n) => {
         const expected = rawFreed + (mode === "onFree" ? n : 0);
         for (let i = 0; i < n; i++) {
-          const ptr = s.clSVMAlloc(context, READ_WRITE, size, 0);
+          const ptr = f.clSVMAlloc(context, rw, wideSize, 0);
           if (ptr === null) throw new Error("clSVMAlloc returned NULL");
           if (mode === "release") {
-            s.clSVMFree(context, ptr);
+            f.clSVMFree(context, ptr);
             continue;
           }
           svmList[0] = backend.address(ptr);
-          const id = (i % SVM_BATCH) + 1;
-          if (mode === "onFree") rawPending[id] = ptr;
-          const status = s.clEnqueueSVMFree(q, 1, svmList, mode === "onFree" ? rawSvmFree : null, id, 0, null, eventSlot);
+          let status: number;
+          if (mode === "onFree") {
+            const id = (i % SVM_BATCH) + 1;
+            rawPending[id] = ptr;
+            status = f.clEnqueueSVMFreeReentrant(q, 1, svmList, rawSvmFree, ids[id], 0, null, eventSlot);
+          } else {
+            status = f.clEnqueueSVMFree(q, 1, svmList, null, ids[0], 0, null, eventSlot);
+          }
           if (status !== 0) throw new Error(`clEnqueueSVMFree: ${status}`);
-          s.clReleaseEvent(backend.fromAddress(eventSlot[0]));
+          if (mode === "onFree") f.clReleaseEventReentrant(backend.fromAddress(eventSlot[0]));
+          else f.clReleaseEvent(backend.fromAddress(eventSlot[0]));
           if ((i + 1) % SVM_BATCH === 0) await raw.async.clFinish(q);
         }
         if (mode !== "release") await raw.async.clFinish(q);

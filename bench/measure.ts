@@ -63,6 +63,24 @@ export function emit(line: Line): void {
   console.log(JSON.stringify(line));
 }
 
+/**
+ * What runs before each sample (see `measureAll`): a collection of the young generation, so that a
+ * sample does not pay for the garbage the entry sampled before it left behind. Not a full one on
+ * V8 (Deno, Node): after a full collection V8 deoptimizes the code of memlife's hot paths ("embedded
+ * weak objects cleared" under --trace-deopt, about 25 functions, Node's own timers among them) and
+ * the next 50 ms sample runs while it re-optimizes: memlife's SVM free path measured 7–14 us per op
+ * after it instead of 3.1–5.7, its raw floor (no JS objects) 2.2–3.3 either way (Node). A program pays that
+ * once per full collection, which V8 runs seconds apart (none at all in these loops without a
+ * forced one, by --trace-gc), not once per 50 ms. JavaScriptCore (Bun) shows no such cliff, and
+ * its forced collection stays a full, synchronous one. Undefined without --expose-gc.
+ */
+export function settler(): (() => void) | undefined {
+  const g = globalThis as { gc?: (options?: { type: "minor" | "major" }) => void; Bun?: { gc(force: boolean): void } };
+  if (g.Bun !== undefined) return () => g.Bun!.gc(true);
+  const gc = g.gc;
+  return gc === undefined ? undefined : () => gc({ type: "minor" });
+}
+
 /** Quantile of sorted values, linear between neighbours. */
 export function quantile(sorted: readonly number[], q: number): number {
   const pos = (sorted.length - 1) * q;
@@ -94,8 +112,8 @@ export interface Entry {
  * Embree variants of one scene size). Each is warmed up and calibrated on its own; then the samples
  * are taken round-robin, one of each entry per round, so that a change in machine load (other
  * processes, CPU frequency) hits all of them alike instead of biasing their ratios.
- * `settle` runs before every sample (bench/cases.ts forces a full GC there), so that no sample pays
- * for the garbage its predecessor left. Returns a result line, or an error message, per entry.
+ * `settle` runs before every sample (`settler()`: a young-generation collection), so that no sample
+ * pays for the garbage its predecessor left. Returns a result line, or an error message, per entry.
  */
 export async function measureAll(
   options: MeasureOptions,

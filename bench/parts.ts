@@ -1,19 +1,25 @@
 /**
  * Where memlife's create + release time goes, part by part, on one runtime:
  *   bun bench/parts.ts | deno run -A --v8-flags=--expose-gc bench/parts.ts | node --expose-gc bench/parts.ts
- *   [--samples=9] [--part=buffer|svm]
+ *   [--samples=9] [--part=buffer|svm] [--full-gc]
+ *
+ * --full-gc forces a full collection before each sample instead of a young one (bench/measure.ts,
+ * `settler`, says why the bench does not).
+ *
+ * Besides each line's time, the median of its per-round ratios to the section's first line.
  *
  * Each line adds one layer of the wrapper to the raw floor, so the differences between lines are
  * what each layer costs (all lines are sampled round-robin, like bench/cases.ts):
- *   raw                      clCreateBuffer + clReleaseMemObject through a fresh backend binding
- *   raw via memlife binding  the same two calls through memlife's own binding (`opencl().symbols`)
+ *   raw                      clCreateBuffer + clReleaseMemObject in the runtime's fastest form (bench/raw.ts)
+ *   raw via memlife binding  the same two calls through memlife's own bindings (`opencl().symbols`,
+ *                            and `unguarded` for the release, as Buffer.release() without a destructor)
  *   + Buffer object          raw calls + `new Buffer(...)` + `buf.release()` (object, safety net, checks)
  *   createBuffer + release   the public API: adds argument checks (`bufferArguments`) and `ctx.handle()`
  *   safety net alone         SafetyNet.add + remove on a plain object (no native call)
  *   bufferArguments alone    the argument checks (no native call)
  * and the same for an SVM allocation freed through the queue (svmAlloc + enqueueSVMFree + event
  * release, queue.finish() every 256), the case furthest from its raw floor:
- *   svm raw                  clSVMAlloc + clEnqueueSVMFree + clReleaseEvent, reused out-arrays
+ *   svm raw                  clSVMAlloc + clEnqueueSVMFree + clReleaseEvent, reused out-arrays, fastest form
  *   raw + 1 us of JS         the same plus a 1 us busy wait per operation: on a machine with few
  *                            cores, JS time per operation competes with the driver's worker
  *                            threads, so it costs more than itself (PoCL on 2 cores: about 3x)
@@ -27,7 +33,8 @@ import { SafetyNet, inRegistry } from "../src/callbacks.ts";
 import { bufferArguments } from "../src/opencl/buffer.ts";
 import { openclSymbols } from "../ffi/symbols/opencl.ts";
 import type { Pointer } from "../ffi/types.ts";
-import { type Entry, measureAll } from "./measure.ts";
+import { type Entry, measureAll, settler } from "./measure.ts";
+import { openRaw } from "./raw.ts";
 import { formatTime } from "./report.ts";
 
 const samples = Number(process.argv.find((a) => a.startsWith("--samples="))?.slice(10) ?? 9);
@@ -37,16 +44,22 @@ const ctx = cl.createContext();
 const context = ctx.unsafeHandle;
 const raw = backend.open(cl.library().path, openclSymbols).symbols;
 const own = cl.library().symbols;
+// What Buffer.release() calls for a buffer with no destructor callback.
+const ownUnguarded = cl.library().unguarded;
+const fast = openRaw(cl.library().path);
+const wideSize = fast.wide(size);
+const rw = fast.wide(1);
+const zero = fast.wide(0);
 const errcode = new Int32Array(new ArrayBuffer(4));
 const net = new SafetyNet<number>(() => {});
 let sink = 0;
 
 const entries: Entry[] = [
   ["raw", (n: number) => {
-    for (let i = 0; i < n; i++) raw.clReleaseMemObject(raw.clCreateBuffer(context, 1, size, null, errcode));
+    for (let i = 0; i < n; i++) fast.clReleaseMemObject(fast.clCreateBuffer(context, rw, wideSize, null, errcode)!);
   }],
   ["raw via memlife binding", (n: number) => {
-    for (let i = 0; i < n; i++) own.clReleaseMemObject(own.clCreateBuffer(context, 1, size, null, errcode));
+    for (let i = 0; i < n; i++) ownUnguarded.clReleaseMemObject(own.clCreateBuffer(context, 1, size, null, errcode));
   }],
   ["+ Buffer object", (n: number) => {
     for (let i = 0; i < n; i++) new cl.Buffer(ctx, raw.clCreateBuffer(context, 1, size, null, errcode), size, 1, null).release();
@@ -73,10 +86,10 @@ const slot = new BigUint64Array(new ArrayBuffer(8));
 /** clEnqueueSVMFree of one pointer with no callback, into reused out-arrays; returns the cl_event. */
 const rawEnqueueFree = (pointer: Pointer): Pointer => {
   list[0] = backend.address(pointer);
-  if (raw.clEnqueueSVMFree(q, 1, list, null, 0, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree failed");
+  if (fast.clEnqueueSVMFree(q, 1, list, null, zero, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree failed");
   return backend.fromAddress(slot[0])!;
 };
-const rawFree = (pointer: Pointer) => raw.clReleaseEvent(rawEnqueueFree(pointer));
+const rawFree = (pointer: Pointer) => fast.clReleaseEvent(rawEnqueueFree(pointer));
 const spin = (us: number) => {
   const until = performance.now() + us / 1000;
   while (performance.now() < until);
@@ -89,10 +102,10 @@ const svm = (op: (i: number) => void) => async (n: number) => {
   await queue.finish();
 };
 const svmEntries: Entry[] = [
-  ["svm raw", svm(() => rawFree(raw.clSVMAlloc(context, 1, size, 0)))],
+  ["svm raw", svm(() => rawFree(fast.clSVMAlloc(context, rw, wideSize, 0)!))],
   ["raw + 1 us of JS", svm(() => {
     spin(1);
-    rawFree(raw.clSVMAlloc(context, 1, size, 0));
+    rawFree(fast.clSVMAlloc(context, rw, wideSize, 0)!);
   })],
   ["+ SVMAllocation", svm(() => rawFree(ctx.svmAlloc(size).surrender()))],
   ["+ Event object", svm(() => new cl.Event(rawEnqueueFree(ctx.svmAlloc(size).surrender()), ctx).release())],
@@ -100,18 +113,30 @@ const svmEntries: Entry[] = [
 ].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
 
 const method = { sampleMs: 50, warmupMs: 100, samples };
-const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
-const collect = g.Bun ? () => g.Bun!.gc(true) : g.gc;
+const collect = process.argv.includes("--full-gc") ? fullGc() : settler();
 const sections = [["buffer", "create + release of a 4 KiB buffer", entries], ["svm", "SVM alloc + queued free, 4 KiB", svmEntries]] as const;
 for (const [name, title, list] of sections) {
   if (part !== undefined && part !== name) continue;
   const results = await measureAll(method, backend.runtime, list, collect);
   console.log(`${backend.runtime}: median per ${title} (${samples} samples, min–max)`);
+  // Each line's ratio to the first, per round (samples of one round ran back to back), then the
+  // median of those: a burst of load from other processes hits both sides of a ratio alike.
+  const first = results[0];
   for (const r of results) {
-    if (typeof r === "string") console.log(`  ${r}`);
-    else console.log(`  ${r.impl.padEnd(26)} ${formatTime(r.median).padStart(9)}   (${formatTime(r.min)} – ${formatTime(r.max)})`);
+    if (typeof r === "string") {
+      console.log(`  ${r}`);
+      continue;
+    }
+    const ratios = typeof first === "string" ? [] : r.samples.map((x, k) => x / first.samples[k]).sort((x, y) => x - y);
+    const ratio = ratios.length === 0 ? "" : `   ${ratios[ratios.length >> 1].toFixed(2)}x (${ratios[0].toFixed(2)}–${ratios[ratios.length - 1].toFixed(2)})`;
+    console.log(`  ${r.impl.padEnd(26)} ${formatTime(r.median).padStart(9)}   (${formatTime(r.min)} – ${formatTime(r.max)})${ratio}`);
   }
 }
 queue.release();
 ctx.release();
 if (sink === -1) console.log(sink);
+
+function fullGc(): (() => void) | undefined {
+  const g = globalThis as { gc?: () => void; Bun?: { gc(force: boolean): void } };
+  return g.Bun ? () => g.Bun!.gc(true) : g.gc;
+}

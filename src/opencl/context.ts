@@ -3,7 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { envVar } from "../backend.ts";
 import { inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
-import { ContextInfo } from "./constants.ts";
+import { ContextInfo, MemFlags } from "./constants.ts";
 import { check, errcode, infoU64, opencl, pointerArray, symbols } from "./native.ts";
 import { Buffer, bufferArguments, type BufferOptions } from "./buffer.ts";
 import { UserEvent } from "./event.ts";
@@ -131,6 +131,13 @@ export class Context {
    */
   createBuffer(sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
     const context = this.handle();
+    // The usual call, a size alone, checked in place: bufferArguments costs 4–15 ns per buffer on
+    // Deno and 10–20 on Node (bench/parts.ts), up to a tenth of the native create + release.
+    if (options === undefined && typeof sizeOrData === "number" && Number.isInteger(sizeOrData) && sizeOrData >= 1 && sizeOrData <= Number.MAX_SAFE_INTEGER) {
+      const handle = symbols.clCreateBuffer(context, MemFlags.READ_WRITE, sizeOrData, null, errcode) as Pointer | null;
+      if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
+      return new Buffer(this, handle, sizeOrData, MemFlags.READ_WRITE, null);
+    }
     const { flags, size, data } = bufferArguments(sizeOrData, options);
     if (data !== null) void data.buffer; // an on-heap typed array must get stable memory before its pointer is taken
     const handle = symbols.clCreateBuffer(context, flags, size, data, errcode) as Pointer | null;

@@ -429,7 +429,8 @@ export class CommandQueue {
     if (onFree === undefined) {
       check("clEnqueueSVMFree", clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number);
       for (let i = 0; i < n; i++) allocations[i].surrender();
-      return this.command();
+      const event = this.command();
+      return count === 0 ? event.quiet() : event;
     }
     const given = allocations.slice();
     const pointers = given.map((a) => a.pointer());
@@ -673,6 +674,7 @@ export class CommandQueue {
       if (--this.#waits === 0) this.#waitMax = 0;
       this.completedThrough(seq, completed);
     },
+    open: () => this.#handle !== null,
   };
 
   #scheduleCheck(): void {

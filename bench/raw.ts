@@ -1,0 +1,91 @@
+/**
+ * The raw floor's bindings for the create and SVM cases: the fastest call form each runtime offers
+ * for the same native calls, so that memlife / raw is what memlife costs and never less than 1
+ * because the floor was slower than it had to be (issue 14).
+ *
+ * - Bun and Node: the backend's bindings are the runtime's own functions (bun:ffi `dlopen`,
+ *   koffi's `func`) with no wrapper; a size goes as a number, their fastest form.
+ * - Deno: `Deno.dlopen` itself, not the backend's wrappers: 64-bit integers go as bigints (the
+ *   only form V8's fast call takes), and a call in which nothing can call back into JS keeps the
+ *   fast call even for symbols the backend marks `reentrant`. Where a JS callback may run inside
+ *   the call (a destructor inside clReleaseMemObject, pfn_free_func), the floor uses the form
+ *   memlife must use too: one extra argument, which keeps V8 off the fast call (ffi/deno.ts says why).
+ */
+import { backend } from "../src/backend.ts";
+import type { Pointer, SymbolDef } from "../ffi/types.ts";
+import { openclSymbols } from "../ffi/symbols/opencl.ts";
+
+type F = (...args: never[]) => unknown;
+
+export interface RawCalls {
+  /** A 64-bit integer argument in the form the fastest call takes (bigint on Deno). */
+  wide(n: number): number | bigint;
+  clCreateBuffer(context: Pointer, flags: number | bigint, size: number | bigint, host: unknown, errcode: Int32Array): Pointer | null;
+  clSetMemObjectDestructorCallback(mem: Pointer, fn: unknown, id: number | bigint): number;
+  /** For a buffer with no destructor callback: nothing can call back during the call. */
+  clReleaseMemObject(mem: Pointer): number;
+  /** For a buffer with destructor callbacks, which PoCL runs inside the call. */
+  clReleaseMemObjectReentrant(mem: Pointer): number;
+  clSVMAlloc(context: Pointer, flags: number | bigint, size: number | bigint, alignment: number): Pointer | null;
+  clSVMFree(context: Pointer, pointer: Pointer | null): void;
+  /** With no pfn_free_func. */
+  clEnqueueSVMFree(q: Pointer, n: number, list: BigUint64Array, fn: null, id: number | bigint, count: number, wait: null, event: BigUint64Array): number;
+  /** With a pfn_free_func, which a driver may run inside the call (NVIDIA). */
+  clEnqueueSVMFreeReentrant(q: Pointer, n: number, list: BigUint64Array, fn: unknown, id: number | bigint, count: number, wait: null, event: BigUint64Array): number;
+  /** An event with no callback of its own and no memory object behind it. */
+  clReleaseEvent(event: Pointer | null): number;
+  /** An event whose command may still owe a JS callback. */
+  clReleaseEventReentrant(event: Pointer | null): number;
+}
+
+const names = [
+  "clCreateBuffer",
+  "clSetMemObjectDestructorCallback",
+  "clReleaseMemObject",
+  "clSVMAlloc",
+  "clSVMFree",
+  "clEnqueueSVMFree",
+  "clReleaseEvent",
+] as const;
+
+const denoTypes: Record<string, string> = {
+  void: "void", bool: "bool", i32: "i32", u32: "u32", i64: "i64", u64: "u64", isize: "isize", usize: "usize",
+  f32: "f32", f64: "f64", ptr: "pointer", buffer: "buffer", fn: "function",
+};
+
+export function openRaw(path: string): RawCalls {
+  const runtime = backend.runtime;
+  if (runtime !== "deno") {
+    const s = backend.open(path, openclSymbols).unguarded as unknown as Record<string, F>;
+    const calls: Record<string, unknown> = { wide: (n: number) => n };
+    for (const name of names) calls[name] = s[name];
+    calls.clReleaseMemObjectReentrant = s.clReleaseMemObject;
+    calls.clEnqueueSVMFreeReentrant = s.clEnqueueSVMFree;
+    calls.clReleaseEventReentrant = s.clReleaseEvent;
+    return calls as unknown as RawCalls;
+  }
+  const Deno = (globalThis as unknown as {
+    Deno: { dlopen(path: string, defs: Record<string, unknown>): { symbols: Record<string, (...args: unknown[]) => unknown> } };
+  }).Deno;
+  const defs: Record<string, unknown> = {};
+  for (const name of names) {
+    const def: SymbolDef = openclSymbols[name];
+    defs[name] = { parameters: def.args.map((t) => denoTypes[t]), result: denoTypes[def.returns], optional: def.optional === true };
+  }
+  const s = Deno.dlopen(path, defs).symbols;
+  const release = s.clReleaseMemObject, enqueue = s.clEnqueueSVMFree, releaseEvent = s.clReleaseEvent;
+  const x = undefined;
+  return {
+    wide: (n: number) => BigInt(n),
+    clCreateBuffer: s.clCreateBuffer as RawCalls["clCreateBuffer"],
+    clSetMemObjectDestructorCallback: s.clSetMemObjectDestructorCallback as RawCalls["clSetMemObjectDestructorCallback"],
+    clReleaseMemObject: release as RawCalls["clReleaseMemObject"],
+    clReleaseMemObjectReentrant: (mem) => release(mem, x) as number,
+    clSVMAlloc: s.clSVMAlloc as RawCalls["clSVMAlloc"],
+    clSVMFree: s.clSVMFree as RawCalls["clSVMFree"],
+    clEnqueueSVMFree: enqueue as RawCalls["clEnqueueSVMFree"],
+    clEnqueueSVMFreeReentrant: (q, n, list, fn, id, count, wait, event) => enqueue(q, n, list, fn, id, count, wait, event, x) as number,
+    clReleaseEvent: releaseEvent as RawCalls["clReleaseEvent"],
+    clReleaseEventReentrant: (event) => releaseEvent(event, x) as number,
+  };
+}

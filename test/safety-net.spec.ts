@@ -1,0 +1,79 @@
+/**
+ * The FinalizationRegistry safety net (src/callbacks.ts, SafetyNet) with its fixed-size nursery:
+ * what is still alive when a nursery fills or a turn ends is registered with the value it was added
+ * with (or its [finalizerState]), what was released first never is, over several fillings.
+ */
+import { describe, test } from "vitest";
+import { assert, gc, sleep } from "./helpers.ts";
+import { finalizerState, inRegistry, SafetyNet } from "../src/callbacks.ts";
+
+class Thing {
+  alive = true;
+  [inRegistry] = false;
+  readonly id: number;
+  constructor(id: number) {
+    this.id = id;
+  }
+  [finalizerState](): string {
+    return `state ${this.id}`;
+  }
+}
+
+/** Collects until `done()` or gives up after ~2 s: finalizers run from the event loop, later. */
+async function collectUntil(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !done(); i++) {
+    gc();
+    await sleep(10);
+  }
+}
+
+describe("SafetyNet", () => {
+  test("registers what is alive after the nursery filled or the turn ended, with its own held value, and nothing released", async () => {
+    const finalized: string[] = [];
+    const net = new SafetyNet<string>((held) => finalized.push(held));
+    const expected = new Set<string>();
+    // 700 objects: the 256-slot nursery fills twice within the turn, the rest waits for the timer.
+    // Every third one is released (and removed) before it could be registered; every fifth one
+    // has an explicit held value, the others give theirs through [finalizerState].
+    (() => {
+      for (let i = 0; i < 700; i++) {
+        const thing = new Thing(i);
+        const explicit = i % 5 === 0;
+        net.add(thing, explicit ? `held ${i}` : undefined);
+        if (i % 3 === 0) {
+          thing.alive = false;
+          net.remove(thing);
+        } else {
+          expected.add(explicit ? `held ${i}` : `state ${i}`);
+        }
+      }
+    })();
+    await sleep(5); // the end-of-turn promotion of the last 188
+    await collectUntil(() => finalized.length >= expected.size);
+    assert.equal(finalized.length, expected.size);
+    assert.deepEqual(new Set(finalized), expected);
+  });
+
+  test("an object released after it was registered is unregistered and never finalized", async () => {
+    const finalized: string[] = [];
+    const net = new SafetyNet<string>((held) => finalized.push(held));
+    const kept: Thing[] = [];
+    (() => {
+      for (let i = 0; i < 10; i++) {
+        const thing = new Thing(i);
+        net.add(thing);
+        kept.push(thing);
+      }
+    })();
+    await sleep(5); // registered now
+    assert.ok(kept.every((t) => t[inRegistry]));
+    for (const thing of kept.slice(0, 5)) {
+      thing.alive = false;
+      net.remove(thing);
+    }
+    kept.length = 0;
+    await collectUntil(() => finalized.length >= 5);
+    await sleep(20);
+    assert.deepEqual(finalized.sort(), ["state 5", "state 6", "state 7", "state 8", "state 9"]);
+  });
+});
