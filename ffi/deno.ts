@@ -37,10 +37,17 @@ import type {
   NativeFunction,
   NativeLibrary,
   NativeType,
+  OpenOptions,
   Pointer,
   SymbolDef,
   SymbolTable,
 } from "./types.ts";
+import { jsLedger } from "./js-ledger.ts";
+import { keepLoader } from "./keep-loaded.ts";
+import { libcPaths, libcSymbols } from "./symbols/libc.ts";
+
+/** How every message of this backend starts. */
+const PREFIX = "memlife: ";
 
 // --- the slice of the Deno FFI API this file uses ------------------------------------------------
 
@@ -96,7 +103,7 @@ const Deno = (globalThis as unknown as { Deno: DenoFfi }).Deno;
 
 // --- type mapping --------------------------------------------------------------------------------
 
-const argTypes: Record<NativeType, DenoNativeType> = {
+const typeMap: Record<NativeType, DenoNativeType> = {
   void: "void",
   bool: "bool",
   i32: "i32",
@@ -116,9 +123,9 @@ const argTypes: Record<NativeType, DenoNativeType> = {
 
 function resultType(type: NativeType, where: string): DenoNativeType {
   if (type === "buffer" || type === "cstring" || type === "fn") {
-    throw new TypeError(`${where}: "${type}" is an argument-only type; declare the result "ptr"`);
+    throw new TypeError(`${PREFIX}${where}: "${type}" is an argument-only type; declare the result "ptr"`);
   }
-  return argTypes[type];
+  return typeMap[type];
 }
 
 function isWide(type: NativeType): boolean {
@@ -134,7 +141,7 @@ const encoder = new TextEncoder();
 
 function encodeCString(value: unknown, where: string): Uint8Array | null {
   if (value === null || value === undefined) return null;
-  if (typeof value !== "string") throw new TypeError(`${where}: expected a string, got ${typeof value}`);
+  if (typeof value !== "string") throw new TypeError(`${PREFIX}${where}: expected a string, got ${typeof value}`);
   return encoder.encode(value + "\0");
 }
 
@@ -221,6 +228,7 @@ function widening(raw: NativeFunction, wide: boolean[]): NativeFunction {
 
 // --- async calls ---------------------------------------------------------------------------------
 
+/** memlife's `async` calls running now. */
 let asyncInFlight = 0;
 
 /**
@@ -230,7 +238,7 @@ let asyncInFlight = 0;
  * on-heap typed array's bytes off the V8 heap, so the address Deno read cannot move under the
  * worker thread when the GC compacts.
  */
-function adaptAsync(
+function bindAsync(
   raw: NativeFunction,
   def: SymbolDef,
   name: string,
@@ -277,13 +285,14 @@ let hardExitFn: ((code: number) => void) | null | undefined;
 
 function hardExit(code: number): void {
   if (hardExitFn === undefined) {
-    const os = Deno.build.os;
-    const path = os === "linux" ? "libc.so.6" : os === "darwin" ? "/usr/lib/libSystem.B.dylib" : null;
-    try {
-      const symbols: Record<string, DenoForeignFunction> = { _exit: { parameters: ["i32"], result: "void" } };
-      hardExitFn = path === null ? null : Deno.dlopen(path, symbols).symbols._exit;
-    } catch {
-      hardExitFn = null;
+    hardExitFn = null;
+    for (const path of libcPaths[Deno.build.os] ?? []) {
+      try {
+        hardExitFn = open(path, { _exit: libcSymbols._exit }).symbols._exit;
+        break;
+      } catch {
+        // The next name; without libc, Deno exits its own way.
+      }
     }
   }
   hardExitFn?.(code);
@@ -335,10 +344,13 @@ function guardExit(): void {
 /** Suffix of the second, `nonblocking` binding of a `blocking` entry. */
 const ASYNC = "\u0000async";
 
-function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
+const keepLoaded = keepLoader(open, readCString, Deno.build.os);
+
+function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T> {
+  if (options?.keepLoaded) keepLoaded(path);
   const definitions: Record<string, DenoForeignFunction> = {};
   for (const [name, def] of Object.entries(table)) {
-    const parameters = def.args.map((type) => argTypes[type]);
+    const parameters = def.args.map((type) => typeMap[type]);
     const result = resultType(def.returns, name);
     const optional = def.optional === true;
     definitions[name] = { parameters, result, optional };
@@ -359,7 +371,7 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
       // Deno returns a (throwing) function, not null, for a missing optional nonblocking symbol:
       // the synchronous binding says whether the symbol exists.
       const nonblocking = raw[name + ASYNC];
-      async[name] = fn && nonblocking ? adaptAsync(nonblocking, def, name) : undefined;
+      async[name] = fn && nonblocking ? bindAsync(nonblocking, def, name) : undefined;
     }
   }
   return {
@@ -373,7 +385,7 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
 // --- callbacks -----------------------------------------------------------------------------------
 
 /** Every callback ever made: never closed, so native code may call it until the process ends. */
-const callbacks: DenoUnsafeCallback[] = [];
+const immortal: DenoUnsafeCallback[] = [];
 
 /** `fn` with its 64-bit arguments narrowed; spelled out per arity to keep the JS-thread path cheap. */
 function narrowing(def: CallbackDef, fn: NativeFunction): NativeFunction {
@@ -399,7 +411,7 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   // from another thread the caller waits for the JS thread, which `sync` needs and `event` allows.
   const made = Deno.UnsafeCallback.threadSafe(
     {
-      parameters: def.args.map((type) => argTypes[type]),
+      parameters: def.args.map((type) => typeMap[type]),
       result: resultType(def.returns, "callback"),
     },
     narrowing(def, fn as NativeFunction),
@@ -407,7 +419,7 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   // threadSafe() refs the callback, which would keep the process alive forever. The core holds the
   // event loop open itself while it expects a call (and a pending async call holds it too).
   made.unref();
-  callbacks.push(made);
+  immortal.push(made);
   return made.pointer as unknown as Callback;
 }
 
@@ -415,10 +427,10 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
 
 function pointerOf(view: ArrayBufferView): Pointer {
   // Materialising the ArrayBuffer moves an on-heap typed array's bytes off the V8 heap for good.
-  if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError("pointerOf: the view's ArrayBuffer is detached");
-  if (view.byteLength === 0) throw new RangeError("pointerOf: an empty view has no memory to point to");
+  if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError(`${PREFIX}pointerOf: the view's ArrayBuffer is detached`);
+  if (view.byteLength === 0) throw new RangeError(`${PREFIX}pointerOf: an empty view has no memory to point to`);
   const pointer = Deno.UnsafePointer.of(view);
-  if (pointer === null) throw new RangeError("pointerOf: the view has no memory to point to");
+  if (pointer === null) throw new RangeError(`${PREFIX}pointerOf: the view has no memory to point to`);
   return pointer as unknown as Pointer;
 }
 
@@ -483,7 +495,5 @@ export const backend: Backend = {
   fromAddress,
   arrayBuffer,
   readCString,
-  get asyncInFlight() {
-    return asyncInFlight;
-  },
+  memoryLedger: (def, forward) => jsLedger(callback, def, forward),
 };
