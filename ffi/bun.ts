@@ -10,9 +10,9 @@
  * - Callbacks go through C trampolines (same file) that call a plain JSCallback when native code
  *   calls on the JS thread, and a threadsafe one otherwise: a plain JSCallback hangs the process
  *   when called from another thread, and a threadsafe one runs later, loses its return value and
- *   costs ~1.5 us even on the JS thread (a plain one ~0.1 us). `event` callbacks from another
- *   thread are queued and the caller goes on; `sync` callbacks park the foreign thread until JS
- *   has answered.
+ *   costs 15 times as much even on the JS thread (README, "Measured facts behind the code").
+ *   `event` callbacks from another thread are queued and the caller goes on; `sync` callbacks park
+ *   the foreign thread until JS has answered.
  */
 import { CFunction, CString, cc, dlopen, FFIType, JSCallback, ptr, read, toArrayBuffer } from "bun:ffi";
 import type { FFIFunction, FFITypeOrString, Pointer as BunPointer } from "bun:ffi";
@@ -193,7 +193,7 @@ function takeCompletions(): void {
   } while (n === 64);
 }
 
-/** Compiled on first use (~8 ms), on the thread that becomes "the JS thread" for the relays. */
+/** Compiled on first use, on the thread that becomes "the JS thread" for the relays. */
 function native(): Helpers {
   if (helpers) return helpers;
   const lib = cc({
@@ -499,8 +499,8 @@ let ledgerMade = false;
 
 /**
  * The ledger of bun-relay.c: calls of an account that does not forward are settled in C, on the
- * thread that makes them (a TBB worker no longer waits ~15 us or more for the JS thread per
- * allocation); forwarded ones go through a `sync` relay slot to `forward`. One per process: it is
+ * thread that makes them (a TBB worker no longer waits for the JS thread per allocation);
+ * forwarded ones go through a `sync` relay slot to `forward`. One per process: it is
  * the Embree monitor's.
  */
 function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {

@@ -1,29 +1,22 @@
 /**
  * The Deno backend: `Deno.dlopen`, `Deno.UnsafeCallback`, `Deno.UnsafePointer(View)`.
  *
- * What Deno 2.9 does that shapes this file (measured on this project's machine):
- * - Every 64-bit integer comes back as a bigint: symbol results (slow and fast path alike) and
- *   callback arguments. The contract wants `number` when safe, so only those symbols and callbacks
- *   get a converting wrapper. A 64-bit *parameter* takes only a bigint on the fast-call path
- *   (turbocall): symbols with one get a wrapper of their exact arity that converts numbers, which
- *   V8 inlines; every other symbol is Deno's own function, untouched.
- * - A JS callback that runs inside a V8 fast call (PoCL's destructor inside `clReleaseMemObject`)
- *   aborts the process whenever the caller's optimized code is invalidated meanwhile ("Lazy deopt
- *   after a fast API call with return value is unsupported", SIGILL; 5 runs in 20 of issue 9's
- *   release-heavy loop, every run when the callback changes what the caller was optimized for).
- *   Deno 1.45 removed the `callback: true` flag that used to keep a symbol off the fast path, and
- *   2.9 ignores it. Symbols marked `reentrant` are therefore always called with one argument more
- *   than declared (see `offFastPath`).
- * - A missing `optional: true` symbol is `null` (the contract says `undefined`), but its
- *   `nonblocking` twin is a function that rejects.
- * - A thread-safe callback called on the JS thread runs synchronously inside the native call;
- *   called from any other thread, the caller blocks until the JS thread ran it (~15 us), and its
- *   return value is honoured. That gives both `event` and `sync` delivery with one mechanism, and
- *   it is why calls that wait on such threads must go through `async` (Deno `nonblocking`).
- * - An exception thrown by a callback is swallowed by Deno (the native caller gets 0 / false; from
- *   another thread Deno prints "Illegal unhandled exception in nonblocking callback"). A `bool`
- *   callback that returns `undefined` answers false. The core catches and decides both.
- * - Callbacks are never closed: closing one that native code can still call crashes. They are
+ * What Deno 2.9 does that shapes this file (the figures: README, "Measured facts behind the code"):
+ * - 64-bit integers come back as bigints, and a fast call takes a 64-bit parameter as a bigint
+ *   only: symbols and callbacks with one get a converting wrapper (`adapt`, `widening`,
+ *   `narrowing`); every other symbol is Deno's own function, untouched.
+ * - A JS callback that runs inside a V8 fast call aborts the process when the caller is deoptimized
+ *   meanwhile, and the flag that kept a symbol off the fast path is gone
+ *   (https://github.com/denoland/deno/pull/24367; for the abort, no upstream issue found):
+ *   `reentrant` symbols are called with one argument more than declared (`offFastPath`).
+ * - A missing `optional: true` symbol is `null`, but its `nonblocking` twin is a function that rejects.
+ * - One thread-safe callback gives both deliveries: on the JS thread it runs inside the native
+ *   call, from another thread the caller blocks until the JS thread ran it. Calls that wait on
+ *   such threads therefore go through `async` (Deno `nonblocking`).
+ * - An exception thrown by a callback is swallowed (the native caller gets 0 / false): the core
+ *   catches first.
+ * - Callbacks are never closed: closing one that native code can still call is undefined
+ *   behaviour (https://github.com/denoland/deno/pull/14663, the review of `close()`). They are
  *   `unref`ed so that they alone do not keep the process alive.
  * - Leaving the process while an async call runs can crash; see "exiting" below.
  *
@@ -169,8 +162,8 @@ const big = (value: unknown): unknown => (typeof value === "number" ? BigInt(val
  * Calls `raw` with one argument more than its `arity` declared parameters. V8 turns a call into a
  * fast API call only when the argument count equals the C signature's (GetFastApiCallTarget), so
  * every such call takes the regular API path, during which a JS callback may deoptimize the
- * caller safely; Deno's slow path reads the declared parameters and ignores the rest. It costs
- * about 0.25 us a call (a struct result, Deno's other non-fast form, costs 0.5 us and more).
+ * caller safely; Deno's slow path reads the declared parameters and ignores the rest. The
+ * cheapest way off the fast path (README, "Measured facts behind the code").
  */
 function offFastPath(raw: NativeFunction, arity: number): NativeFunction {
   const x = undefined;
@@ -195,9 +188,9 @@ function offFastPath(raw: NativeFunction, arity: number): NativeFunction {
 
 /**
  * Deno's fast call (turbocall) takes a 64-bit parameter as a bigint only: a number there deopts
- * the caller ("not a BigInt") and V8 re-optimises and deopts it again, over and over; measured
- * 520 ns against 155 ns for clSVMAlloc + clSVMFree. The conversion happens here, in a wrapper of
- * the symbol's exact arity (a fast call needs the declared argument count) that V8 inlines.
+ * the caller ("not a BigInt") over and over (3x slower; README, "Measured facts behind the code").
+ * The conversion happens here, in a wrapper of the symbol's exact arity (a fast call needs the
+ * declared argument count) that V8 inlines.
  */
 function widening(raw: NativeFunction, wide: boolean[]): NativeFunction {
   const [w0, w1, w2, w3, w4, w5, w6, w7, w8] = wide;
@@ -275,11 +268,11 @@ function bindAsync(
 /**
  * Leaving the process while an async call still runs on a worker (an Embree commit, a clFinish)
  * crashes: `Deno.exit()` runs libc `exit()`, whose `_dl_fini` runs TBB's static destructors while
- * TBB workers still use them ("pure virtual method called", abort, ~3% of runs), and an uncaught
- * exception tears the isolate down under a worker that is about to call back (SIGSEGV, ~30% of
- * runs). RTLD_NODELETE does not help: it keeps code mapped, destructors run anyway. So while any
- * async call is in flight, both ways out end the process with `_exit(code)`, which runs no exit
- * handlers. With nothing in flight Deno exits its own way.
+ * TBB workers still use them (abort), and an uncaught exception tears the isolate down under a
+ * worker that is about to call back (SIGSEGV); how often: README, "Measured facts behind the
+ * code"; no upstream issue found. RTLD_NODELETE does not help: it keeps code mapped, destructors
+ * run anyway. So while any async call is in flight, both ways out end the process with
+ * `_exit(code)`, which runs no exit handlers. With nothing in flight Deno exits its own way.
  */
 let hardExitFn: ((code: number) => void) | null | undefined;
 

@@ -105,10 +105,12 @@ let callbacksMade = 0;
  * - teardown joins the libuv pool: a pool thread still inside an async call that waits on a thread
  *   waiting for the JS thread (a TBB worker in the memory monitor, a PoCL worker in an SVM-free
  *   callback) never returns, so `process.exit(3)`, an uncaught exception or an unhandled rejection
- *   hang for ever;
+ *   hang for ever (libuv joins its pool at exit: https://github.com/libuv/libuv/issues/364,
+ *   https://github.com/nodejs/node/issues/17872);
  * - a driver thread that calls a registered callback during teardown (a PoCL worker completing an
  *   SVM free right as the program ends) goes through koffi's thread-safe function after Node freed
- *   it, and the process aborts (measured: 3 runs in 30) instead of exiting with its own code;
+ *   it, and the process aborts instead of exiting with its own code (no upstream issue found; how
+ *   often: README, "Measured facts behind the code");
  * - unloading Embree while TBB workers still run segfaults.
  * The backend cannot see which callbacks native code still owes, so once any callback exists it
  * ends the process itself at the end of the `exit` event, with `_exit` and the code Node would have
@@ -259,7 +261,8 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   callbacksMade++;
   // Registered for the whole process and never unregistered: koffi reuses a freed slot for the
   // next registration, so a native caller holding the old address would run an unrelated
-  // callback. koffi has 8192 slots; memlife uses one per callback kind.
+  // callback (no upstream issue found: koffi documents unregister, not the reuse). koffi has 8192
+  // slots; memlife uses one per callback kind.
   return koffi.register(normalized(def, fn), koffi.pointer(proto)) as unknown as Callback;
 }
 

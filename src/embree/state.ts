@@ -128,10 +128,9 @@ export class DeviceState {
   /**
    * Installs the error function on a new device, and the monitor only if `accounting` is asked for:
    * with it installed, each allocation of a commit is a round trip from a TBB worker to the JS
-   * thread (20-30 per build whatever the scene size, 20-300 us each on this project's 2-core VM),
-   * which took a 10k-triangle commit to 2.2x (Bun, Node) and 4.9x (Deno) the raw FFI's. A device
-   * nobody watches commits at the raw FFI's speed; Bun's native ledger spares even accounting and
-   * budget the round trip.
+   * thread, which makes commits several times slower (README, "Measured facts behind the code").
+   * A device nobody watches commits at the raw FFI's speed; Bun's native ledger spares even
+   * accounting and budget the round trip.
    */
   constructor(handle: Pointer, accounting: boolean) {
     this.id = states.add(this);
