@@ -10,7 +10,15 @@ type Account = LedgerFigures & { budget: number | null };
 
 function fresh(): Account {
   return {
-    bytes: 0, peak: 0, calls: 0, denied: 0, budgetDenied: 0, native: 0, lastRefused: 0, lastRefusedLive: 0, budget: null,
+    bytes: 0,
+    peak: 0,
+    calls: 0,
+    denied: 0,
+    budgetDenied: 0,
+    native: 0,
+    lastRefused: 0,
+    lastRefusedLive: 0,
+    budget: null,
   };
 }
 

@@ -48,7 +48,14 @@ describe(`the memory ledger (${runtime === "bun" ? "native, ffi/bun-relay.c" : "
     assert.equal(l.apply(5000, 100, false, true), 0);
     assert.equal(l.apply(5000, 100, false, false), 2);
     assert.deepEqual(l.read(5000), {
-      bytes: 0, peak: 0, calls: 0, denied: 0, budgetDenied: 0, native: 0, lastRefused: 0, lastRefusedLive: 0,
+      bytes: 0,
+      peak: 0,
+      calls: 0,
+      denied: 0,
+      budgetDenied: 0,
+      native: 0,
+      lastRefused: 0,
+      lastRefusedLive: 0,
     });
   });
 });
@@ -63,8 +70,19 @@ test("a bool callback's answer converts as C would, on every backend: falsy (und
   lib.rtcSetDeviceMemoryMonitorFunction(device, monitor, 0);
   const verdicts: Record<string, boolean> = {};
   try {
-    for (const [label, value] of [["undefined", undefined], ["false", false], ["0", 0], ['""', ""], ["null", null],
-      ["true", true], ["1", 1], ['"no"', "no"], ["{}", {}]] as const) {
+    for (
+      const [label, value] of [
+        ["undefined", undefined],
+        ["false", false],
+        ["0", 0],
+        ['""', ""],
+        ["null", null],
+        ["true", true],
+        ["1", 1],
+        ['"no"', "no"],
+        ["{}", {}],
+      ] as const
+    ) {
       answer = value;
       const memory = lib.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_VERTEX, 0, FORMAT_FLOAT3, 12, 3);
       answer = true;
@@ -78,6 +96,14 @@ test("a bool callback's answer converts as C would, on every backend: falsy (und
     lib.rtcReleaseDevice(device);
   }
   assert.deepEqual(verdicts, {
-    undefined: false, false: false, 0: false, '""': false, null: false, true: true, 1: true, '"no"': true, "{}": true,
+    undefined: false,
+    false: false,
+    0: false,
+    '""': false,
+    null: false,
+    true: true,
+    1: true,
+    '"no"': true,
+    "{}": true,
   });
 });

@@ -17,7 +17,9 @@ import { liveStates } from "./state.ts";
  * await scene.commit();
  * console.log(monitorDiagnostics(device)); // { direct: 2, relayed: 20, native: 0, liveDevices: 1 }
  */
-export function monitorDiagnostics(device: Device): { direct: number; relayed: number; native: number; liveDevices: number } {
+export function monitorDiagnostics(
+  device: Device,
+): { direct: number; relayed: number; native: number; liveDevices: number } {
   if (!(device instanceof Device)) throw new TypeError("monitorDiagnostics takes an rtc.Device");
   const state = device.state;
   return { direct: state.direct, relayed: state.relayed, native: state.settledNatively, liveDevices: liveStates() };
