@@ -337,10 +337,11 @@ function guardExit(): void {
 /** Suffix of the second, `nonblocking` binding of a `blocking` entry. */
 const ASYNC = "\u0000async";
 
-const keepLoaded = keepLoader(open, readCString, Deno.build.os);
+/** Made on first use: this module must load anywhere, so that src/backend.ts can report a mismatch. */
+let keepLoaded: ((path: string) => void) | undefined;
 
 function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T> {
-  if (options?.keepLoaded) keepLoaded(path);
+  if (options?.keepLoaded) (keepLoaded ??= keepLoader(open, readCString, Deno.build.os))(path);
   const definitions: Record<string, DenoForeignFunction> = {};
   for (const [name, def] of Object.entries(table)) {
     const parameters = def.args.map((type) => typeMap[type]);
@@ -479,7 +480,7 @@ export const backend: Backend = {
   runtime: "deno",
   // In a Deno Worker (web or node:worker_threads, which Deno builds on web Workers) the global
   // scope is a WorkerGlobalScope; node:worker_threads' isMainThread says "main" in web Workers.
-  inWorker: typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope === "function",
+  inWorker,
   requirePermissions,
   open,
   callback,

@@ -4,6 +4,7 @@
  * stay mapped until the process ends. Deno and Node unload libraries at exit while TBB worker
  * threads still run in them, and segfault.
  */
+import { BackendError } from "./errors.ts";
 import type { NativeLibrary, SymbolTable } from "./types.ts";
 import { keepLoadedFlags, libcPaths, libcSymbols } from "./symbols/libc.ts";
 
@@ -11,8 +12,8 @@ type Open = <T extends SymbolTable>(path: string, table: T) => NativeLibrary<T>;
 
 /**
  * A `keepLoaded(path)` for one backend. Where libc cannot be opened (Windows) it does nothing: the
- * runtime's own handle is all there is. A failing dlopen throws (dlerror's message), so that the
- * caller treats the path as one that does not load.
+ * runtime's own handle is all there is. A failing dlopen throws a BackendError with dlerror's
+ * message, so that the caller treats the path as one that does not load.
  */
 export function keepLoader(open: Open, readCString: (pointer: never) => string, os: string): (path: string) => void {
   let libc: NativeLibrary<typeof libcSymbols> | null | undefined;
@@ -31,7 +32,7 @@ export function keepLoader(open: Open, readCString: (pointer: never) => string, 
     if (libc === null) return;
     if (libc.symbols.dlopen(path, keepLoadedFlags[os]) === null) {
       const message = libc.symbols.dlerror();
-      throw new Error(message === null ? `dlopen(${path}) failed` : readCString(message as never));
+      throw new BackendError(`memlife: keeping ${path} loaded: ${message === null ? "dlopen failed" : readCString(message as never)}`);
     }
   };
 }
