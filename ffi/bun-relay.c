@@ -223,7 +223,6 @@ typedef struct {
   direct_fn direct;
   void *notify;
   int mode;
-  int nargs;
   int arg_kind[RELAY_ARGS];
   int ret_kind;
 } relay_slot;
@@ -328,7 +327,6 @@ void *relay_slot_init(int n, int mode, void *direct, void *notify, int nargs, ui
   s->mode = mode;
   s->direct = (direct_fn)direct;
   s->notify = notify;
-  s->nargs = nargs;
   /* Arguments past nargs are passed through as they are (KIND_U64 is 0); nobody reads them. */
   for (int i = 0; i < RELAY_ARGS; i++) s->arg_kind[i] = i < nargs ? (kinds >> (4 * i)) & 0xf : KIND_U64;
   s->ret_kind = ret_kind;
@@ -373,7 +371,9 @@ static account *accounts;
 static uint32_t account_count;
 static direct_fn ledger_relay;
 
-/* The seed's rule, under ledger_mu: 0 allowed, 1 refused by the budget, 2 refused by `answer`. */
+/* The seed's rule, under ledger_mu: 0 allowed, 1 refused by the budget, 2 refused by `answer`.
+ * ffi/js-ledger.ts has the same rule for Deno and Node; test/ledger-cases.ts states it as cases
+ * that both are tested against (test/ledger.spec.ts). */
 static int settle(account *a, int64_t bytes, int post, int answer) {
   int verdict = 0;
   a->calls++;

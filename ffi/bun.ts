@@ -10,15 +10,17 @@
  * - Callbacks go through C trampolines (same file) that call a plain JSCallback when native code
  *   calls on the JS thread, and a threadsafe one otherwise: a plain JSCallback hangs the process
  *   when called from another thread, and a threadsafe one runs later, loses its return value and
- *   costs ~1.5 us even on the JS thread (a plain one ~0.1 us). `event` callbacks from another
- *   thread are queued and the caller goes on; `sync` callbacks park the foreign thread until JS
- *   has answered.
+ *   costs 15 times as much even on the JS thread (README, "Measured facts behind the code").
+ *   `event` callbacks from another thread are queued and the caller goes on; `sync` callbacks park
+ *   the foreign thread until JS has answered.
  */
 import { CFunction, CString, cc, dlopen, FFIType, JSCallback, ptr, read, toArrayBuffer } from "bun:ffi";
 import type { FFIFunction, FFITypeOrString, Pointer as BunPointer } from "bun:ffi";
 import { fileURLToPath } from "node:url";
-import { AsyncQueue } from "./async-queue.ts";
 import { isMainThread } from "node:worker_threads";
+import { AsyncQueue } from "./async-queue.ts";
+import { BackendError } from "./errors.ts";
+import { keepLoader } from "./keep-loaded.ts";
 import type {
   Backend,
   Callback,
@@ -28,10 +30,14 @@ import type {
   NativeFunction,
   NativeLibrary,
   NativeType,
+  OpenOptions,
   Pointer,
   SymbolDef,
   SymbolTable,
 } from "./types.ts";
+
+/** How every message of this backend starts. */
+const PREFIX = "memlife: ";
 
 // ---------------------------------------------------------------------------- type mapping
 
@@ -42,7 +48,7 @@ import type {
  * pointer number. Bun's own `cstring` argument type encodes a JS string as UTF-8 with a NUL for
  * the duration of the call, so no wrapper is needed for it either.
  */
-const BUN_TYPE: Record<NativeType, FFITypeOrString> = {
+const typeMap: Record<NativeType, FFITypeOrString> = {
   void: "void",
   bool: "bool",
   i32: "i32",
@@ -60,7 +66,7 @@ const BUN_TYPE: Record<NativeType, FFITypeOrString> = {
 };
 
 function bunFunction(def: SymbolDef): FFIFunction {
-  return { args: def.args.map((t) => BUN_TYPE[t]), returns: BUN_TYPE[def.returns] };
+  return { args: def.args.map((t) => typeMap[t]), returns: typeMap[def.returns] };
 }
 
 // ---------------------------------------------------------------------------- native helpers
@@ -92,7 +98,7 @@ function kindOf(t: NativeType, where: string): number {
     case "f64":
       // Floating-point values travel in other registers than the generic word-sized forwarding
       // in bun-relay.c uses; no memlife signature has one.
-      throw new TypeError(`bun backend: ${where}: floating-point values are not supported`);
+      throw new TypeError(`${PREFIX}${where}: floating-point values are not supported`);
     default:
       return KIND_U64;
   }
@@ -154,14 +160,15 @@ const pending = new Map<number, PendingCall>();
  */
 const asyncQueue = new AsyncQueue(256);
 let nextCallId = 1;
-let inFlight = 0;
+/** memlife's `async` calls running now. */
+let asyncInFlight = 0;
 
 /**
  * A threadsafe JSCallback does not keep Bun's event loop alive: with nothing else to do, the
  * process exits (or an `await` at top level ends it) before a queued completion runs. A ref'd
  * timer is held while async calls are in flight.
  */
-let keepAlive: ReturnType<typeof setInterval> | undefined;
+let loopHold: ReturnType<typeof setInterval> | undefined;
 
 /** Everything that must never be collected: native code may call these pointers until exit. */
 const immortal: unknown[] = [];
@@ -186,7 +193,7 @@ function takeCompletions(): void {
   } while (n === 64);
 }
 
-/** Compiled on first use (~8 ms), on the thread that becomes "the JS thread" for the relays. */
+/** Compiled on first use, on the thread that becomes "the JS thread" for the relays. */
 function native(): Helpers {
   if (helpers) return helpers;
   const lib = cc({
@@ -205,8 +212,8 @@ function native(): Helpers {
     });
     immortal.push(done);
     h.memlife_init(done.ptr);
-    keepAlive = setInterval(() => {}, 0x7fffffff);
-    keepAlive.unref();
+    loopHold = setInterval(() => {}, 0x7fffffff);
+    loopHold.unref();
   }
   helpers = h;
   return h;
@@ -214,17 +221,17 @@ function native(): Helpers {
 
 /** An async call started: hold the event loop (and, in a Worker, poll) until it completed. */
 function started(): void {
-  if (inFlight++ !== 0) return;
-  if (polled) keepAlive = setInterval(takeCompletions, POLL_MS);
-  else keepAlive!.ref();
+  if (asyncInFlight++ !== 0) return;
+  if (polled) loopHold = setInterval(takeCompletions, POLL_MS);
+  else loopHold!.ref();
 }
 
 function finished(): void {
-  if (--inFlight !== 0) return;
+  if (--asyncInFlight !== 0) return;
   if (polled) {
-    clearInterval(keepAlive);
-    keepAlive = undefined;
-  } else keepAlive!.unref();
+    clearInterval(loopHold);
+    loopHold = undefined;
+  } else loopHold!.unref();
 }
 
 const TWO32 = 2 ** 32;
@@ -274,7 +281,7 @@ const encoder = new TextEncoder();
 
 function bindAsync(name: string, def: SymbolDef, fn: NativeFunction): (...args: unknown[]) => Promise<unknown> {
   if (def.args.length > ASYNC_ARGS) {
-    throw new TypeError(`bun backend: ${name}: async calls take at most ${ASYNC_ARGS} arguments`);
+    throw new TypeError(`${PREFIX}${name}: async calls take at most ${ASYNC_ARGS} arguments`);
   }
   for (const t of def.args) kindOf(t, name);
   kindOf(def.returns, name);
@@ -285,7 +292,7 @@ function bindAsync(name: string, def: SymbolDef, fn: NativeFunction): (...args: 
   for (let i = 0; i < ASYNC_ARGS; i++) {
     const t = def.args[i];
     // A `cstring` is encoded here and kept, since Bun's temporary copy dies when submit returns.
-    args.push(t === undefined ? "u64" : t === "cstring" ? "ptr" : BUN_TYPE[t]);
+    args.push(t === undefined ? "u64" : t === "cstring" ? "ptr" : typeMap[t]);
   }
   const submit = CFunction({ ptr: h.async_submit.ptr as BunPointer, args, returns: "i32" });
   immortal.push(submit);
@@ -315,7 +322,7 @@ function bindAsync(name: string, def: SymbolDef, fn: NativeFunction): (...args: 
       return Promise.reject(e);
     }
     if (err !== 0) {
-      return Promise.reject(new Error(`bun backend: ${name}: cannot start a thread (errno ${err})`));
+      return Promise.reject(new BackendError(`${PREFIX}${name}: cannot start a thread (errno ${err})`, { errno: err }));
     }
     const { promise, resolve } = Promise.withResolvers<unknown>();
     pending.set(id, { resolve, returns: def.returns, keep: words });
@@ -327,7 +334,10 @@ function bindAsync(name: string, def: SymbolDef, fn: NativeFunction): (...args: 
 
 // ---------------------------------------------------------------------------- open
 
-function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
+const keepLoaded = keepLoader(open, readCString, process.platform);
+
+function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T> {
+  if (options?.keepLoaded) keepLoaded(path);
   const all: Record<string, FFIFunction> = {};
   const required: Record<string, FFIFunction> = {};
   const optional: string[] = [];
@@ -431,10 +441,10 @@ function encodeAnswer(t: CallbackDef["returns"], value: unknown): number {
 function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
   const where = `callback(${def.args.join(", ")}) -> ${def.returns}`;
   if (def.args.length > RELAY_ARGS) {
-    throw new TypeError(`bun backend: ${where}: at most ${RELAY_ARGS} arguments`);
+    throw new TypeError(`${PREFIX}${where}: at most ${RELAY_ARGS} arguments`);
   }
   if (slotsUsed === RELAY_SLOTS) {
-    throw new RangeError(`bun backend: all ${RELAY_SLOTS} callback trampolines are in use`);
+    throw new RangeError(`${PREFIX}all ${RELAY_SLOTS} callback trampolines are in use`);
   }
   let kinds = 0;
   def.args.forEach((t, i) => {
@@ -443,8 +453,8 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   const retKind = kindOf(def.returns, where);
   const h = native();
   const userFn = fn as (...args: unknown[]) => unknown;
-  const args = def.args.map((t) => BUN_TYPE[t]);
-  const returns = BUN_TYPE[def.returns];
+  const args = def.args.map((t) => typeMap[t]);
+  const returns = typeMap[def.returns];
 
   // On the JS thread: a plain JSCallback, synchronous (inside the native call that triggered
   // it, e.g. PoCL's clReleaseMemObject), with its return value.
@@ -478,7 +488,7 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   }
   const slot = slotsUsed++;
   const trampoline = h.relay_slot_init(slot, mode, direct.ptr, notify.ptr, def.args.length, kinds, retKind);
-  if (!trampoline) throw new Error(`bun backend: ${where}: relay_slot_init failed`);
+  if (!trampoline) throw new BackendError(`${PREFIX}${where}: relay_slot_init refused the slot`);
   immortal.push(direct, notify);
   return trampoline as unknown as Callback;
 }
@@ -489,12 +499,12 @@ let ledgerMade = false;
 
 /**
  * The ledger of bun-relay.c: calls of an account that does not forward are settled in C, on the
- * thread that makes them (a TBB worker no longer waits ~15 us or more for the JS thread per
- * allocation); forwarded ones go through a `sync` relay slot to `forward`. One per process: it is
+ * thread that makes them (a TBB worker no longer waits for the JS thread per allocation);
+ * forwarded ones go through a `sync` relay slot to `forward`. One per process: it is
  * the Embree monitor's.
  */
 function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
-  if (ledgerMade) throw new RangeError("bun backend: the memory ledger exists already (one per process)");
+  if (ledgerMade) throw new RangeError(`${PREFIX}the memory ledger exists already (one per process)`);
   const h = native();
   const relay = callback(def, ((id: number | bigint, bytes: number | bigint, post: boolean) =>
     forward(Number(id), Number(bytes), post)) as (...args: never[]) => unknown);
@@ -504,7 +514,7 @@ function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, pos
   return {
     callback: entry as unknown as Callback,
     reset(id) {
-      if (h.ledger_reset(id) !== 0) throw new RangeError(`bun backend: no memory for ledger account ${id}`);
+      if (h.ledger_reset(id) !== 0) throw new BackendError(`${PREFIX}no memory for ledger account ${id}`, { errno: 12 });
     },
     setForward: (id, on) => h.ledger_set_forward(id, on ? 1 : 0),
     setBudget: (id, budget) => h.ledger_set_budget(id, budget === null ? 0 : 1, budget ?? 0),
@@ -558,14 +568,12 @@ export const backend: Backend = {
   fromAddress,
   arrayBuffer,
   readCString,
-  get asyncInFlight() {
-    return inFlight;
-  },
 };
 
 /**
- * Test and diagnostics only: how many callback calls the trampolines answered directly on the JS
- * thread, how many came from other threads, and how many pool threads run async calls.
+ * Test and diagnostics only, not on the package's surface (tests import this file): how many
+ * callback calls the trampolines answered directly on the JS thread, how many came from other
+ * threads, and how many pool threads run async calls.
  */
 export function bunRelayStats(): { direct: number; relayed: number; poolThreads: number } {
   const h = native();

@@ -1,29 +1,22 @@
 /**
  * The Deno backend: `Deno.dlopen`, `Deno.UnsafeCallback`, `Deno.UnsafePointer(View)`.
  *
- * What Deno 2.9 does that shapes this file (measured on this project's machine):
- * - Every 64-bit integer comes back as a bigint: symbol results (slow and fast path alike) and
- *   callback arguments. The contract wants `number` when safe, so only those symbols and callbacks
- *   get a converting wrapper. A 64-bit *parameter* takes only a bigint on the fast-call path
- *   (turbocall): symbols with one get a wrapper of their exact arity that converts numbers, which
- *   V8 inlines; every other symbol is Deno's own function, untouched.
- * - A JS callback that runs inside a V8 fast call (PoCL's destructor inside `clReleaseMemObject`)
- *   aborts the process whenever the caller's optimized code is invalidated meanwhile ("Lazy deopt
- *   after a fast API call with return value is unsupported", SIGILL; 5 runs in 20 of issue 9's
- *   release-heavy loop, every run when the callback changes what the caller was optimized for).
- *   Deno 1.45 removed the `callback: true` flag that used to keep a symbol off the fast path, and
- *   2.9 ignores it. Symbols marked `reentrant` are therefore always called with one argument more
- *   than declared (see `offFastPath`).
- * - A missing `optional: true` symbol is `null` (the contract says `undefined`), but its
- *   `nonblocking` twin is a function that rejects.
- * - A thread-safe callback called on the JS thread runs synchronously inside the native call;
- *   called from any other thread, the caller blocks until the JS thread ran it (~15 us), and its
- *   return value is honoured. That gives both `event` and `sync` delivery with one mechanism, and
- *   it is why calls that wait on such threads must go through `async` (Deno `nonblocking`).
- * - An exception thrown by a callback is swallowed by Deno (the native caller gets 0 / false; from
- *   another thread Deno prints "Illegal unhandled exception in nonblocking callback"). A `bool`
- *   callback that returns `undefined` answers false. The core catches and decides both.
- * - Callbacks are never closed: closing one that native code can still call crashes. They are
+ * What Deno 2.9 does that shapes this file (the figures: README, "Measured facts behind the code"):
+ * - 64-bit integers come back as bigints, and a fast call takes a 64-bit parameter as a bigint
+ *   only: symbols and callbacks with one get a converting wrapper (`adapt`, `widening`,
+ *   `narrowing`); every other symbol is Deno's own function, untouched.
+ * - A JS callback that runs inside a V8 fast call aborts the process when the caller is deoptimized
+ *   meanwhile, and the flag that kept a symbol off the fast path is gone
+ *   (https://github.com/denoland/deno/pull/24367; for the abort, no upstream issue found):
+ *   `reentrant` symbols are called with one argument more than declared (`offFastPath`).
+ * - A missing `optional: true` symbol is `null`, but its `nonblocking` twin is a function that rejects.
+ * - One thread-safe callback gives both deliveries: on the JS thread it runs inside the native
+ *   call, from another thread the caller blocks until the JS thread ran it. Calls that wait on
+ *   such threads therefore go through `async` (Deno `nonblocking`).
+ * - An exception thrown by a callback is swallowed (the native caller gets 0 / false): the core
+ *   catches first.
+ * - Callbacks are never closed: closing one that native code can still call is undefined
+ *   behaviour (https://github.com/denoland/deno/pull/14663, the review of `close()`). They are
  *   `unref`ed so that they alone do not keep the process alive.
  * - Leaving the process while an async call runs can crash; see "exiting" below.
  *
@@ -37,10 +30,17 @@ import type {
   NativeFunction,
   NativeLibrary,
   NativeType,
+  OpenOptions,
   Pointer,
   SymbolDef,
   SymbolTable,
 } from "./types.ts";
+import { jsLedger } from "./js-ledger.ts";
+import { keepLoader } from "./keep-loaded.ts";
+import { libcPaths, libcSymbols } from "./symbols/libc.ts";
+
+/** How every message of this backend starts. */
+const PREFIX = "memlife: ";
 
 // --- the slice of the Deno FFI API this file uses ------------------------------------------------
 
@@ -96,7 +96,7 @@ const Deno = (globalThis as unknown as { Deno: DenoFfi }).Deno;
 
 // --- type mapping --------------------------------------------------------------------------------
 
-const argTypes: Record<NativeType, DenoNativeType> = {
+const typeMap: Record<NativeType, DenoNativeType> = {
   void: "void",
   bool: "bool",
   i32: "i32",
@@ -116,9 +116,9 @@ const argTypes: Record<NativeType, DenoNativeType> = {
 
 function resultType(type: NativeType, where: string): DenoNativeType {
   if (type === "buffer" || type === "cstring" || type === "fn") {
-    throw new TypeError(`${where}: "${type}" is an argument-only type; declare the result "ptr"`);
+    throw new TypeError(`${PREFIX}${where}: "${type}" is an argument-only type; declare the result "ptr"`);
   }
-  return argTypes[type];
+  return typeMap[type];
 }
 
 function isWide(type: NativeType): boolean {
@@ -134,7 +134,7 @@ const encoder = new TextEncoder();
 
 function encodeCString(value: unknown, where: string): Uint8Array | null {
   if (value === null || value === undefined) return null;
-  if (typeof value !== "string") throw new TypeError(`${where}: expected a string, got ${typeof value}`);
+  if (typeof value !== "string") throw new TypeError(`${PREFIX}${where}: expected a string, got ${typeof value}`);
   return encoder.encode(value + "\0");
 }
 
@@ -162,8 +162,8 @@ const big = (value: unknown): unknown => (typeof value === "number" ? BigInt(val
  * Calls `raw` with one argument more than its `arity` declared parameters. V8 turns a call into a
  * fast API call only when the argument count equals the C signature's (GetFastApiCallTarget), so
  * every such call takes the regular API path, during which a JS callback may deoptimize the
- * caller safely; Deno's slow path reads the declared parameters and ignores the rest. It costs
- * about 0.25 us a call (a struct result, Deno's other non-fast form, costs 0.5 us and more).
+ * caller safely; Deno's slow path reads the declared parameters and ignores the rest. The
+ * cheapest way off the fast path (README, "Measured facts behind the code").
  */
 function offFastPath(raw: NativeFunction, arity: number): NativeFunction {
   const x = undefined;
@@ -188,9 +188,9 @@ function offFastPath(raw: NativeFunction, arity: number): NativeFunction {
 
 /**
  * Deno's fast call (turbocall) takes a 64-bit parameter as a bigint only: a number there deopts
- * the caller ("not a BigInt") and V8 re-optimises and deopts it again, over and over; measured
- * 520 ns against 155 ns for clSVMAlloc + clSVMFree. The conversion happens here, in a wrapper of
- * the symbol's exact arity (a fast call needs the declared argument count) that V8 inlines.
+ * the caller ("not a BigInt") over and over (3x slower; README, "Measured facts behind the code").
+ * The conversion happens here, in a wrapper of the symbol's exact arity (a fast call needs the
+ * declared argument count) that V8 inlines.
  */
 function widening(raw: NativeFunction, wide: boolean[]): NativeFunction {
   const [w0, w1, w2, w3, w4, w5, w6, w7, w8] = wide;
@@ -221,6 +221,7 @@ function widening(raw: NativeFunction, wide: boolean[]): NativeFunction {
 
 // --- async calls ---------------------------------------------------------------------------------
 
+/** memlife's `async` calls running now. */
 let asyncInFlight = 0;
 
 /**
@@ -230,7 +231,7 @@ let asyncInFlight = 0;
  * on-heap typed array's bytes off the V8 heap, so the address Deno read cannot move under the
  * worker thread when the GC compacts.
  */
-function adaptAsync(
+function bindAsync(
   raw: NativeFunction,
   def: SymbolDef,
   name: string,
@@ -267,23 +268,24 @@ function adaptAsync(
 /**
  * Leaving the process while an async call still runs on a worker (an Embree commit, a clFinish)
  * crashes: `Deno.exit()` runs libc `exit()`, whose `_dl_fini` runs TBB's static destructors while
- * TBB workers still use them ("pure virtual method called", abort, ~3% of runs), and an uncaught
- * exception tears the isolate down under a worker that is about to call back (SIGSEGV, ~30% of
- * runs). RTLD_NODELETE does not help: it keeps code mapped, destructors run anyway. So while any
- * async call is in flight, both ways out end the process with `_exit(code)`, which runs no exit
- * handlers. With nothing in flight Deno exits its own way.
+ * TBB workers still use them (abort), and an uncaught exception tears the isolate down under a
+ * worker that is about to call back (SIGSEGV); how often: README, "Measured facts behind the
+ * code"; no upstream issue found. RTLD_NODELETE does not help: it keeps code mapped, destructors
+ * run anyway. So while any async call is in flight, both ways out end the process with
+ * `_exit(code)`, which runs no exit handlers. With nothing in flight Deno exits its own way.
  */
 let hardExitFn: ((code: number) => void) | null | undefined;
 
 function hardExit(code: number): void {
   if (hardExitFn === undefined) {
-    const os = Deno.build.os;
-    const path = os === "linux" ? "libc.so.6" : os === "darwin" ? "/usr/lib/libSystem.B.dylib" : null;
-    try {
-      const symbols: Record<string, DenoForeignFunction> = { _exit: { parameters: ["i32"], result: "void" } };
-      hardExitFn = path === null ? null : Deno.dlopen(path, symbols).symbols._exit;
-    } catch {
-      hardExitFn = null;
+    hardExitFn = null;
+    for (const path of libcPaths[Deno.build.os] ?? []) {
+      try {
+        hardExitFn = open(path, { _exit: libcSymbols._exit }).symbols._exit;
+        break;
+      } catch {
+        // The next name; without libc, Deno exits its own way.
+      }
     }
   }
   hardExitFn?.(code);
@@ -335,10 +337,14 @@ function guardExit(): void {
 /** Suffix of the second, `nonblocking` binding of a `blocking` entry. */
 const ASYNC = "\u0000async";
 
-function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
+/** Made on first use: this module must load anywhere, so that src/backend.ts can report a mismatch. */
+let keepLoaded: ((path: string) => void) | undefined;
+
+function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T> {
+  if (options?.keepLoaded) (keepLoaded ??= keepLoader(open, readCString, Deno.build.os))(path);
   const definitions: Record<string, DenoForeignFunction> = {};
   for (const [name, def] of Object.entries(table)) {
-    const parameters = def.args.map((type) => argTypes[type]);
+    const parameters = def.args.map((type) => typeMap[type]);
     const result = resultType(def.returns, name);
     const optional = def.optional === true;
     definitions[name] = { parameters, result, optional };
@@ -359,7 +365,7 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
       // Deno returns a (throwing) function, not null, for a missing optional nonblocking symbol:
       // the synchronous binding says whether the symbol exists.
       const nonblocking = raw[name + ASYNC];
-      async[name] = fn && nonblocking ? adaptAsync(nonblocking, def, name) : undefined;
+      async[name] = fn && nonblocking ? bindAsync(nonblocking, def, name) : undefined;
     }
   }
   return {
@@ -373,7 +379,7 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
 // --- callbacks -----------------------------------------------------------------------------------
 
 /** Every callback ever made: never closed, so native code may call it until the process ends. */
-const callbacks: DenoUnsafeCallback[] = [];
+const immortal: DenoUnsafeCallback[] = [];
 
 /** `fn` with its 64-bit arguments narrowed; spelled out per arity to keep the JS-thread path cheap. */
 function narrowing(def: CallbackDef, fn: NativeFunction): NativeFunction {
@@ -399,7 +405,7 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   // from another thread the caller waits for the JS thread, which `sync` needs and `event` allows.
   const made = Deno.UnsafeCallback.threadSafe(
     {
-      parameters: def.args.map((type) => argTypes[type]),
+      parameters: def.args.map((type) => typeMap[type]),
       result: resultType(def.returns, "callback"),
     },
     narrowing(def, fn as NativeFunction),
@@ -407,7 +413,7 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   // threadSafe() refs the callback, which would keep the process alive forever. The core holds the
   // event loop open itself while it expects a call (and a pending async call holds it too).
   made.unref();
-  callbacks.push(made);
+  immortal.push(made);
   return made.pointer as unknown as Callback;
 }
 
@@ -415,10 +421,10 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
 
 function pointerOf(view: ArrayBufferView): Pointer {
   // Materialising the ArrayBuffer moves an on-heap typed array's bytes off the V8 heap for good.
-  if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError("pointerOf: the view's ArrayBuffer is detached");
-  if (view.byteLength === 0) throw new RangeError("pointerOf: an empty view has no memory to point to");
+  if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError(`${PREFIX}pointerOf: the view's ArrayBuffer is detached`);
+  if (view.byteLength === 0) throw new RangeError(`${PREFIX}pointerOf: an empty view has no memory to point to`);
   const pointer = Deno.UnsafePointer.of(view);
-  if (pointer === null) throw new RangeError("pointerOf: the view has no memory to point to");
+  if (pointer === null) throw new RangeError(`${PREFIX}pointerOf: the view has no memory to point to`);
   return pointer as unknown as Pointer;
 }
 
@@ -474,7 +480,7 @@ export const backend: Backend = {
   runtime: "deno",
   // In a Deno Worker (web or node:worker_threads, which Deno builds on web Workers) the global
   // scope is a WorkerGlobalScope; node:worker_threads' isMainThread says "main" in web Workers.
-  inWorker: typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope === "function",
+  inWorker,
   requirePermissions,
   open,
   callback,
@@ -483,7 +489,5 @@ export const backend: Backend = {
   fromAddress,
   arrayBuffer,
   readCString,
-  get asyncInFlight() {
-    return asyncInFlight;
-  },
+  memoryLedger: (def, forward) => jsLedger(callback, def, forward),
 };

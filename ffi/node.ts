@@ -18,6 +18,9 @@ import { inspect } from "node:util";
 import { takeCoverage } from "node:v8";
 import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
+import { jsLedger } from "./js-ledger.ts";
+import { keepLoader } from "./keep-loaded.ts";
+import { libcSymbols } from "./symbols/libc.ts";
 import type {
   Backend,
   Callback,
@@ -25,9 +28,13 @@ import type {
   NativeFunction,
   NativeLibrary,
   NativeType,
+  OpenOptions,
   Pointer,
   SymbolTable,
 } from "./types.ts";
+
+/** How every message of this backend starts. */
+const PREFIX = "memlife: ";
 
 // koffi runs every native call on a stack of its own, and an async call gets only 128 KiB by
 // default. rtcCommitScene makes the calling thread join Embree's TBB arena and run build tasks
@@ -52,7 +59,7 @@ const asyncLimit = Math.max(1, Math.min(64, Math.floor(Number(koffi.config().max
 const asyncQueue = new AsyncQueue(asyncLimit);
 
 /** The C type koffi should use for each neutral type. */
-const cTypes: Readonly<Record<NativeType, string>> = {
+const typeMap: Readonly<Record<NativeType, string>> = {
   void: "void",
   bool: "bool",
   i32: "int32_t",
@@ -76,8 +83,8 @@ const cTypes: Readonly<Record<NativeType, string>> = {
 };
 
 function cType(type: NativeType): string {
-  const c = cTypes[type];
-  if (c === undefined) throw new TypeError(`memlife: unknown native type ${String(type)}`);
+  const c = typeMap[type];
+  if (c === undefined) throw new TypeError(`${PREFIX}unknown native type ${String(type)}`);
   return c;
 }
 
@@ -86,11 +93,10 @@ function cType(type: NativeType): string {
 // ---------------------------------------------------------------------------------------------
 
 // The process itself: libc is in its global scope, whichever libc it is.
-const self = koffi.load(null);
-const libcExit = self.func("_exit", "void", ["int"]);
-const libcFflush = self.func("fflush", "int", ["void *"]);
+const libc = bind(koffi.load(null), "(the process)", { _exit: libcSymbols._exit, fflush: libcSymbols.fflush });
 
-let inFlight = 0;
+/** memlife's `async` calls running now. */
+let asyncInFlight = 0;
 let callbacksMade = 0;
 
 /**
@@ -99,10 +105,12 @@ let callbacksMade = 0;
  * - teardown joins the libuv pool: a pool thread still inside an async call that waits on a thread
  *   waiting for the JS thread (a TBB worker in the memory monitor, a PoCL worker in an SVM-free
  *   callback) never returns, so `process.exit(3)`, an uncaught exception or an unhandled rejection
- *   hang for ever;
+ *   hang for ever (libuv joins its pool at exit: https://github.com/libuv/libuv/issues/364,
+ *   https://github.com/nodejs/node/issues/17872);
  * - a driver thread that calls a registered callback during teardown (a PoCL worker completing an
  *   SVM free right as the program ends) goes through koffi's thread-safe function after Node freed
- *   it, and the process aborts (measured: 3 runs in 30) instead of exiting with its own code;
+ *   it, and the process aborts instead of exiting with its own code (no upstream issue found; how
+ *   often: README, "Measured facts behind the code");
  * - unloading Embree while TBB workers still run segfaults.
  * The backend cannot see which callbacks native code still owes, so once any callback exists it
  * ends the process itself at the end of the `exit` event, with `_exit` and the code Node would have
@@ -114,7 +122,7 @@ let callbacksMade = 0;
  * Worker threads are left alone: `_exit` there would end the whole process.
  */
 function onExit(code: number): void {
-  if (inFlight === 0 && callbacksMade === 0) return;
+  if (asyncInFlight === 0 && callbacksMade === 0) return;
   const listeners = process.listeners("exit");
   for (let i = listeners.indexOf(onExit) + 1; i < listeners.length; i++) {
     try {
@@ -129,8 +137,8 @@ function onExit(code: number): void {
   if (process.env.NODE_V8_COVERAGE) takeCoverage();
   const final = process.exitCode === undefined || process.exitCode === null ? code : Number(process.exitCode);
   // Native libraries may have buffered output in C stdio.
-  libcFflush(null);
-  libcExit(final);
+  libc.symbols.fflush(null);
+  libc.symbols._exit(final);
 }
 
 /** Node reports a fatal exception only after the `exit` event: remember it for `onExit`. */
@@ -173,12 +181,12 @@ function startAsync(native: KoffiFunction, args: unknown[]): Promise<unknown> {
     const done = (error: unknown, result: unknown): void => {
       if (!running) return;
       running = false;
-      inFlight--;
+      asyncInFlight--;
       args.length = 0;
       if (error) reject(error);
       else resolve(result);
     };
-    inFlight++;
+    asyncInFlight++;
     try {
       // A bad argument makes koffi call `done` with the error before returning; a full queue
       // ("Too many asynchronous calls are running", which asyncQueue keeps from happening)
@@ -190,8 +198,14 @@ function startAsync(native: KoffiFunction, args: unknown[]): Promise<unknown> {
   });
 }
 
-function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
-  const lib = koffi.load(path);
+const keepLoaded = keepLoader(open, (pointer) => koffi.decode.string(pointer), process.platform);
+
+function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T> {
+  if (options?.keepLoaded) keepLoaded(path);
+  return bind(koffi.load(path), path, table);
+}
+
+function bind<T extends SymbolTable>(lib: koffi.LibraryHandle, path: string, table: T): NativeLibrary<T> {
   const symbols: Record<string, NativeFunction | undefined> = {};
   const async: Record<string, ((...args: unknown[]) => Promise<unknown>) | undefined> = {};
   for (const name of Object.keys(table)) {
@@ -225,9 +239,8 @@ function open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
 
 /**
  * koffi refuses a return value of the wrong JS type (`undefined` for `bool`, a boolean for `int`)
- * by raising a TypeError into the native frame: the C side then reads 0, i.e. a refusal from a
- * memory monitor that merely forgot to return. Normalize instead: for `bool` only an explicit
- * `false` is false (the contract of the memory monitor), integers are truncated like C would.
+ * by raising a TypeError into the native frame. Convert as C would instead, the contract's rule
+ * (ffi/types.ts, CallbackDef): any falsy value, `undefined` included, is false; integers truncated.
  */
 function normalized(def: CallbackDef, fn: (...args: never[]) => unknown): (...args: never[]) => unknown {
   const f = fn as (...args: unknown[]) => unknown;
@@ -235,7 +248,7 @@ function normalized(def: CallbackDef, fn: (...args: never[]) => unknown): (...ar
     case "void":
       return fn;
     case "bool":
-      return (...args: unknown[]) => f(...args) !== false;
+      return (...args: unknown[]) => Boolean(f(...args));
     case "i32":
       return (...args: unknown[]) => Number(f(...args)) | 0;
     case "u32":
@@ -248,7 +261,8 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   callbacksMade++;
   // Registered for the whole process and never unregistered: koffi reuses a freed slot for the
   // next registration, so a native caller holding the old address would run an unrelated
-  // callback. koffi has 8192 slots; memlife uses one per callback kind.
+  // callback (no upstream issue found: koffi documents unregister, not the reuse). koffi has 8192
+  // slots; memlife uses one per callback kind.
   return koffi.register(normalized(def, fn), koffi.pointer(proto)) as unknown as Callback;
 }
 
@@ -262,8 +276,8 @@ export const backend: Backend = {
   open,
   callback,
   pointerOf(view: ArrayBufferView): Pointer {
-    if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError("pointerOf: the view's ArrayBuffer is detached");
-    if (view.byteLength === 0) throw new RangeError("pointerOf: an empty view has no memory to point to");
+    if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError(`${PREFIX}pointerOf: the view's ArrayBuffer is detached`);
+    if (view.byteLength === 0) throw new RangeError(`${PREFIX}pointerOf: an empty view has no memory to point to`);
     // The address of the view's first byte (byteOffset included), as koffi passes it to `void *`.
     return koffi.address(view) as unknown as Pointer;
   },
@@ -277,7 +291,7 @@ export const backend: Backend = {
     // koffi.view(NULL, n > 0) does not throw: Node asserts and aborts the process.
     if (pointer === null) {
       if (byteLength === 0) return new ArrayBuffer(0);
-      throw new TypeError("memlife: arrayBuffer() of a NULL pointer");
+      throw new TypeError(`${PREFIX}arrayBuffer() of a NULL pointer`);
     }
     // An external ArrayBuffer over the native memory: no copy, no ownership.
     return koffi.view(pointer, byteLength);
@@ -285,7 +299,5 @@ export const backend: Backend = {
   readCString(pointer: Pointer): string {
     return koffi.decode.string(pointer);
   },
-  get asyncInFlight(): number {
-    return inFlight;
-  },
+  memoryLedger: (def, forward) => jsLedger(callback, def, forward),
 };

@@ -74,21 +74,31 @@ export interface NativeLibrary<T extends SymbolTable> {
  */
 export type Delivery = "event" | "sync";
 
+/**
+ * A native callback signature. What the JS function returns becomes the C value as JS truthiness
+ * and C would convert it, the same on every backend: for `bool`, any truthy value is true and any
+ * falsy one, `undefined` included, is false (a function that forgets to return refuses: Bun and
+ * Deno do so themselves, ffi/node.ts converts for koffi); for `i32`/`u32`, the number truncated
+ * to 32 bits. test/ledger.spec.ts checks `bool`. The core always returns the exact type and relies
+ * on none of this.
+ */
 export interface CallbackDef {
   readonly args: readonly NativeType[];
   readonly returns: "void" | "bool" | "i32" | "u32";
   readonly delivery: Delivery;
 }
+export type CallbackTable = Readonly<Record<string, CallbackDef>>;
 
 /** A native function pointer made by a backend. It lives for the whole process and is never closed. */
 export type Callback = { readonly __memlifeCallback: never };
 
 /**
- * Per-`user_data` memory accounts kept in native code, for a monitor-shaped callback
- * `(usize id, isize bytes, bool post) -> bool` (Embree's). While an id does not forward, its calls
- * are counted, checked against its budget and answered without reaching JS at all, on any thread;
- * while it forwards, they go to `fn` on the JS thread (delivery `sync`), which answers with
- * `apply`. Only a backend that can run its own native code has one (Bun, through TinyCC).
+ * Per-`user_data` memory accounts for a monitor-shaped callback `(usize id, isize bytes, bool post)
+ * -> bool` (Embree's). Bun keeps them in native code (ffi/bun-relay.c, through TinyCC): while an id
+ * does not forward, its calls are counted, checked against its budget and answered without
+ * reaching JS at all, on any thread. Deno and Node keep them in JS (ffi/js-ledger.ts), where every
+ * call forwards. A forwarded call goes to `forward` on the JS thread (delivery `sync`), which
+ * answers with `apply`. test/ledger-cases.ts is the rule both follow.
  */
 export interface MemoryLedger {
   /** The native function to hand to the library, with the id as `user_data`. */
@@ -120,6 +130,16 @@ export interface LedgerFigures {
   lastRefusedLive: number;
 }
 
+export interface OpenOptions {
+  /**
+   * Keep the library and its dependencies mapped until the process ends (dlopen with
+   * RTLD_NODELETE first, see ffi/keep-loaded.ts): for a library whose threads may still run while
+   * the runtime unloads libraries at exit (Embree's TBB workers). Does nothing where there is no
+   * libc `dlopen` (Windows).
+   */
+  readonly keepLoaded?: boolean;
+}
+
 export interface Backend {
   readonly runtime: "bun" | "deno" | "node";
   /** Whether this realm is a Worker: native threads may outlive it (see src/worker.ts). */
@@ -128,7 +148,7 @@ export interface Backend {
    * Open one library and bind its table. Throws (with the runtime's message) when the library
    * cannot be opened or a non-optional symbol is missing.
    */
-  open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T>;
+  open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T>;
   /** Make a process-lifetime callback. Exceptions thrown by `fn` must be caught by the caller (the core). */
   callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback;
   /**
@@ -144,10 +164,8 @@ export interface Backend {
   arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer;
   /** Read a NUL-terminated UTF-8 string. */
   readCString(pointer: Pointer): string;
-  /** Native accounts for a monitor-shaped callback; absent where the backend runs no native code of its own. */
-  memoryLedger?(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger;
-  /** How many `async` calls are running now (the exit path of some runtimes depends on it). */
-  readonly asyncInFlight: number;
+  /** The accounts for a monitor-shaped callback; at most one per process (Bun's is native). */
+  memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger;
   /**
    * Called before memlife reads the environment variable `envVar` on its way to a native call:
    * throws one error naming every runtime permission it lacks (Deno: `--allow-ffi`, `--allow-env`).

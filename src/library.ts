@@ -1,5 +1,5 @@
 /** Finding and opening a native library: an override variable first, then a search list per OS. */
-import type { NativeLibrary, SymbolTable } from "../ffi/types.ts";
+import type { NativeLibrary, OpenOptions, SymbolTable } from "../ffi/types.ts";
 import { backend, envVar, osName } from "./backend.ts";
 import { LibraryLoadError } from "./errors.ts";
 
@@ -18,7 +18,7 @@ export interface LibrarySearch {
 export function openLibrary<T extends SymbolTable>(
   search: LibrarySearch,
   table: T,
-  before?: (path: string) => void,
+  options?: OpenOptions,
 ): NativeLibrary<T> {
   const override = envVar(search.envVar);
   const paths = override ? [override] : [...(search.candidates[osName] ?? search.candidates.linux ?? [])];
@@ -26,8 +26,7 @@ export function openLibrary<T extends SymbolTable>(
   const errors: unknown[] = [];
   for (const path of paths) {
     try {
-      before?.(path);
-      return backend.open(path, table);
+      return backend.open(path, table, options);
     } catch (error) {
       tried.push(path);
       errors.push(error);
@@ -41,12 +40,4 @@ export function openLibrary<T extends SymbolTable>(
     `(${via}) ${search.hint} Set ${search.envVar} to the library's path to use another one. Failures: ${reasons}`,
     { cause: errors[errors.length - 1] },
   );
-}
-
-/** Throws a sentence naming the version a missing optional entry point needs. */
-export function requireSymbol<F>(fn: F | undefined, name: string, needs: string, have: string): F {
-  if (fn === undefined) {
-    throw new Error(`${name} needs ${needs}; the loaded library (${have}) does not export it`);
-  }
-  return fn;
 }

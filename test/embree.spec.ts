@@ -2,6 +2,7 @@
 import { describe, test } from "vitest";
 import { assert, gc, runScript, runtime, sleep } from "./helpers.ts";
 import { EmbreeError, LibraryLoadError, onCallbackError, ReleasedError, rtc } from "../src/mod.ts";
+import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
 
 // --- scenes -----------------------------------------------------------------------------------------
 
@@ -145,7 +146,7 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
     await scene.commit();
     scene.release();
     assert.deepEqual(device.memory, { accounting: false, bytes: 0, peak: 0, calls: 0, denied: 0 });
-    const { direct, relayed } = rtc.monitorDiagnostics(device);
+    const { direct, relayed } = monitorDiagnostics(device);
     assert.equal(direct + relayed, 0, "Embree called memlife's monitor");
   }, 60_000);
 
@@ -159,7 +160,7 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
     scene.release();
     assert.equal(device.memory.bytes, 0);
     // Bun settles the calls of a device with no JS monitor in C; Deno and Node have to ask JS.
-    const d = rtc.monitorDiagnostics(device);
+    const d = monitorDiagnostics(device);
     if (runtime === "bun") assert.deepEqual([d.direct, d.relayed, d.native], [0, 0, device.memory.calls]);
     else assert.deepEqual([d.direct + d.relayed, d.native], [device.memory.calls, 0]);
     assert.throws(() => rtc.newDevice("", { accounting: 1 as unknown as boolean }), TypeError);
@@ -244,7 +245,7 @@ describe("threads", () => {
     let lastRelayed = 0;
     let refuseAt = -1;
     device.setMemoryMonitorFunction((bytes, post) => {
-      const { relayed } = rtc.monitorDiagnostics(device);
+      const { relayed } = monitorDiagnostics(device);
       const fromWorker = relayed > lastRelayed;
       lastRelayed = relayed;
       if (!fromWorker || bytes <= 0 || post) return true;
@@ -255,9 +256,9 @@ describe("threads", () => {
 
     const scene = device.newScene();
     scene.addTriangleMesh(big.vertices, big.indices);
-    const start = rtc.monitorDiagnostics(device);
+    const start = monitorDiagnostics(device);
     await scene.commit();
-    const end = rtc.monitorDiagnostics(device);
+    const end = monitorDiagnostics(device);
     assert.ok(end.relayed - start.relayed > 0, "no monitor call came from another thread");
     assert.ok(relayedAllocations.length >= 2, `only ${relayedAllocations.length} allocations from other threads`);
     if (runtime === "bun") {
@@ -422,7 +423,7 @@ describe("monitor failures and replacement", () => {
     } finally {
       clearInterval(timer);
     }
-    const d = rtc.monitorDiagnostics(device);
+    const d = monitorDiagnostics(device);
     // A call that reached JS just after the monitor was unset asks no monitor.
     assert.ok(seen > 0 && seen <= d.direct + d.relayed, `${seen} monitor calls of ${d.direct + d.relayed} in JS`);
     assert.equal(device.memory.calls, d.direct + d.relayed + d.native);
@@ -594,7 +595,7 @@ describe("errors and lifetimes", () => {
 
   test("a device outlives its scenes: released first, its scenes still work and its monitor sees them freed", async () => {
     using probe = rtc.newDevice();
-    const { liveDevices } = rtc.monitorDiagnostics(probe);
+    const { liveDevices } = monitorDiagnostics(probe);
     const device = rtc.newDevice();
     const monitor = countingMonitor();
     device.setMemoryMonitorFunction(monitor.fn);
@@ -612,12 +613,12 @@ describe("errors and lifetimes", () => {
     assert.ok(monitor.calls() > calls, "the monitor was called while the scene was freed");
     assert.equal(monitor.bytes(), 0);
     assert.equal(device.memory.bytes, 0);
-    assert.equal(rtc.monitorDiagnostics(device).liveDevices, liveDevices, "the device's state left with its last scene");
+    assert.equal(monitorDiagnostics(device).liveDevices, liveDevices, "the device's state left with its last scene");
   });
 
   test("scenes and devices dropped without release are freed by the GC safety net", async () => {
     using probe = rtc.newDevice();
-    const baseline = rtc.monitorDiagnostics(probe).liveDevices;
+    const baseline = monitorDiagnostics(probe).liveDevices;
     (() => {
       for (let i = 0; i < 20; i++) {
         const device = rtc.newDevice();
@@ -625,11 +626,11 @@ describe("errors and lifetimes", () => {
         scene.addTriangleMesh(new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]), new Uint32Array([0, 1, 2]));
       }
     })();
-    assert.ok(rtc.monitorDiagnostics(probe).liveDevices >= baseline + 20);
-    for (let round = 0; round < 100 && rtc.monitorDiagnostics(probe).liveDevices > baseline; round++) {
+    assert.ok(monitorDiagnostics(probe).liveDevices >= baseline + 20);
+    for (let round = 0; round < 100 && monitorDiagnostics(probe).liveDevices > baseline; round++) {
       gc();
       await sleep(20);
     }
-    assert.equal(rtc.monitorDiagnostics(probe).liveDevices, baseline);
+    assert.equal(monitorDiagnostics(probe).liveDevices, baseline);
   }, 30_000);
 });

@@ -9,6 +9,7 @@ import { assert, runScript, skip } from "./helpers.ts";
 import { cl, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
 import { embree } from "../src/embree/native.ts";
+import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
 
 // Every native call of both libraries goes through these counters, so that a test can tell that
 // a refusal happened before any of them. Installed before anything caches a symbol.
@@ -323,7 +324,7 @@ describe("options are own properties of plain objects, booleans are booleans", (
       ["index out of range", () => scene.addTriangleMesh(new Float32Array(9), new Uint32Array([0, 1, 3])), R],
       ["detached vertices", () => scene.addTriangleMesh(new Float32Array(detached(36).buffer), new Uint32Array([0, 1, 2])), T],
       ["ray null", () => scene.intersect1(null as never), T],
-      ["monitorDiagnostics({})", () => rtc.monitorDiagnostics({} as never), T],
+      ["monitorDiagnostics({})", () => monitorDiagnostics({} as never), T],
     ]);
     scene.release();
   });

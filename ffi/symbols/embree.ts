@@ -5,7 +5,7 @@
  * thread, i.e. JS inside the call (see ffi/types.ts). rtcIntersect1 on a committed scene does
  * neither and keeps the fast path.
  */
-import type { SymbolTable } from "../types.ts";
+import type { CallbackTable, SymbolTable } from "../types.ts";
 
 export const embreeSymbols = {
   rtcNewDevice: { args: ["cstring"], returns: "ptr" }, // RTCDevice rtcNewDevice(const char *config)
@@ -19,18 +19,11 @@ export const embreeSymbols = {
   rtcRetainScene: { args: ["ptr"], returns: "void" }, // void rtcRetainScene(RTCScene)
   rtcReleaseScene: { args: ["ptr"], returns: "void", blocking: true, reentrant: true }, // void rtcReleaseScene(RTCScene): frees build data, calling the monitor
   rtcCommitScene: { args: ["ptr"], returns: "void", blocking: true, reentrant: true }, // void rtcCommitScene(RTCScene): builds on TBB workers, which call the monitor
-  rtcSetSceneBuildQuality: { args: ["ptr", "i32"], returns: "void", reentrant: true }, // void (RTCScene, enum RTCBuildQuality)
-  rtcSetSceneFlags: { args: ["ptr", "i32"], returns: "void", reentrant: true }, // void (RTCScene, enum RTCSceneFlags)
   rtcNewGeometry: { args: ["ptr", "i32"], returns: "ptr", reentrant: true }, // RTCGeometry rtcNewGeometry(RTCDevice, enum RTCGeometryType)
   rtcReleaseGeometry: { args: ["ptr"], returns: "void", reentrant: true }, // void rtcReleaseGeometry(RTCGeometry)
   rtcSetNewGeometryBuffer: {
     args: ["ptr", "i32", "u32", "i32", "usize", "usize"], // RTCGeometry, enum RTCBufferType, unsigned slot, enum RTCFormat, size_t byteStride, size_t itemCount
     returns: "ptr", // void *: Embree-owned memory (allocation reported to the monitor)
-    reentrant: true,
-  },
-  rtcSetSharedGeometryBuffer: {
-    args: ["ptr", "i32", "u32", "i32", "buffer", "usize", "usize", "usize"], // RTCGeometry, enum RTCBufferType, unsigned slot, enum RTCFormat, const void *ptr, size_t byteOffset, size_t byteStride, size_t itemCount
-    returns: "void",
     reentrant: true,
   },
   rtcCommitGeometry: { args: ["ptr"], returns: "void", reentrant: true }, // void rtcCommitGeometry(RTCGeometry)
@@ -42,10 +35,10 @@ export const embreeSymbols = {
   rtcGetDeviceLastErrorMessage: { args: ["ptr"], returns: "ptr", optional: true }, // const char *(RTCDevice): Embree 4
 } as const satisfies SymbolTable;
 
-/** Native callback signatures, one trampoline each for the whole process. */
+/** Native callback signatures; src/trampolines.ts makes one trampoline per entry for the whole process. */
 export const embreeCallbacks = {
   // bool (*RTCMemoryMonitorFunction)(void *userPtr, ssize_t bytes, bool post): called from TBB workers, answer needed at once
   memoryMonitor: { args: ["usize", "isize", "bool"], returns: "bool", delivery: "sync" },
   // void (*RTCErrorFunction)(void *userPtr, enum RTCError code, const char *str): str valid only during the call
   error: { args: ["usize", "i32", "ptr"], returns: "void", delivery: "sync" },
-} as const;
+} as const satisfies CallbackTable;

@@ -1,12 +1,30 @@
-/** The few libc entry points the core needs (keeping Embree and TBB loaded for the whole process). */
+/**
+ * Every libc entry point memlife binds, as data: keeping Embree and TBB loaded for the whole
+ * process (`dlopen`, `dlerror`, see ffi/keep-loaded.ts) and ending the process without exit
+ * handlers (`_exit`, `fflush`, see the exit paths of ffi/deno.ts and ffi/node.ts).
+ */
 import type { SymbolTable } from "../types.ts";
 
 export const libcSymbols = {
   dlopen: { args: ["cstring", "i32"], returns: "ptr" }, // void *dlopen(const char *filename, int flags)
   dlerror: { args: [], returns: "ptr" }, // char *dlerror(void)
+  _exit: { args: ["i32"], returns: "void" }, // void _exit(int status)
+  fflush: { args: ["ptr"], returns: "i32" }, // int fflush(FILE *stream)
 } as const satisfies SymbolTable;
 
-/** glibc and musl on Linux: RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE. */
+/** Where libc is, per `process.platform`; none on Windows (nothing to pin, no `_exit` needed). */
+export const libcPaths: Readonly<Record<string, readonly string[]>> = {
+  linux: ["libc.so.6", "libc.so"],
+  darwin: ["/usr/lib/libSystem.B.dylib"],
+};
+
+/** dlopen flags of glibc and musl on Linux. */
 export const RTLD_NOW = 0x2;
 export const RTLD_GLOBAL = 0x100;
 export const RTLD_NODELETE = 0x1000;
+
+/** `RTLD_NOW | RTLD_NODELETE` per `process.platform` (macOS: RTLD_NOW 0x2, RTLD_NODELETE 0x80). */
+export const keepLoadedFlags: Readonly<Record<string, number>> = {
+  linux: RTLD_NOW | RTLD_NODELETE,
+  darwin: 0x2 | 0x80,
+};

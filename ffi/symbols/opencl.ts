@@ -1,10 +1,10 @@
 /**
  * OpenCL entry points memlife binds, as data. Each entry carries its C declaration.
- * `optional`: absent before OpenCL 2.0 (SVM) or 1.2; used through `requireSymbol`, which says so.
+ * `optional`: absent before OpenCL 2.0 (SVM) or 1.2; used through `optionalSymbol` (src/opencl/native.ts), which says so.
  * `blocking`: the call can wait on a thread that calls back into JS; an async binding exists too.
  * `reentrant`: a JS callback may run inside the call, on the calling thread (see ffi/types.ts).
  */
-import type { SymbolTable } from "../types.ts";
+import type { CallbackTable, SymbolTable } from "../types.ts";
 
 export const openclSymbols = {
   clGetPlatformIDs: {
@@ -37,11 +37,6 @@ export const openclSymbols = {
     args: ["ptr", "ptr", "u64", "buffer"], // cl_context, cl_device_id, cl_command_queue_properties, cl_int *errcode_ret
     returns: "ptr", // cl_command_queue (deprecated in 2.0, the only form in 1.x)
   },
-  clCreateCommandQueueWithProperties: {
-    args: ["ptr", "ptr", "buffer", "buffer"], // cl_context, cl_device_id, const cl_queue_properties *, cl_int *errcode_ret
-    returns: "ptr",
-    optional: true, // OpenCL 2.0
-  },
   clRetainCommandQueue: { args: ["ptr"], returns: "i32" }, // cl_command_queue
   clReleaseCommandQueue: { args: ["ptr"], returns: "i32", blocking: true, reentrant: true }, // cl_command_queue (may finish the queue)
   clGetCommandQueueInfo: {
@@ -56,7 +51,7 @@ export const openclSymbols = {
   },
   clRetainMemObject: { args: ["ptr"], returns: "i32" }, // cl_mem
   // PoCL runs destructor callbacks inside it, on the calling thread; other drivers on one of theirs.
-  clReleaseMemObject: { args: ["ptr"], returns: "i32", blocking: true, reentrant: true }, // cl_mem
+  clReleaseMemObject: { args: ["ptr"], returns: "i32", reentrant: true }, // cl_mem
   clGetMemObjectInfo: {
     args: ["ptr", "u32", "usize", "buffer", "buffer"], // cl_mem, cl_mem_info, size_t, void *, size_t *
     returns: "i32",
@@ -68,12 +63,10 @@ export const openclSymbols = {
   clEnqueueReadBuffer: {
     args: ["ptr", "ptr", "u32", "usize", "usize", "buffer", "u32", "buffer", "buffer"], // cl_command_queue, cl_mem, cl_bool blocking_read, size_t offset, size_t size, void *ptr, cl_uint num_events, const cl_event *wait_list, cl_event *event
     returns: "i32",
-    blocking: true,
   },
   clEnqueueWriteBuffer: {
     args: ["ptr", "ptr", "u32", "usize", "usize", "buffer", "u32", "buffer", "buffer"], // cl_command_queue, cl_mem, cl_bool blocking_write, size_t offset, size_t size, const void *ptr, cl_uint num_events, const cl_event *wait_list, cl_event *event
     returns: "i32",
-    blocking: true,
   },
   clEnqueueMarkerWithWaitList: {
     args: ["ptr", "u32", "buffer", "buffer"], // cl_command_queue, cl_uint num_events, const cl_event *wait_list, cl_event *event
@@ -111,7 +104,6 @@ export const openclSymbols = {
     args: ["ptr", "u32", "ptr", "ptr", "usize", "u32", "buffer", "buffer"], // cl_command_queue, cl_bool blocking_copy, void *dst_ptr, const void *src_ptr, size_t size, cl_uint num_events, const cl_event *wait_list, cl_event *event
     returns: "i32",
     optional: true, // OpenCL 2.0
-    blocking: true,
   },
   clEnqueueSVMMemFill: {
     args: ["ptr", "ptr", "buffer", "usize", "usize", "u32", "buffer", "buffer"], // cl_command_queue, void *svm_ptr, const void *pattern, size_t pattern_size, size_t size, cl_uint num_events, const cl_event *wait_list, cl_event *event
@@ -213,4 +205,4 @@ export const openclCallbacks = {
   svmFree: { args: ["ptr", "u32", "ptr", "usize"], returns: "void", delivery: "event" },
   // void (CL_CALLBACK *pfn_notify)(cl_event event, cl_int event_command_status, void *user_data)
   eventStatus: { args: ["ptr", "i32", "usize"], returns: "void", delivery: "event" },
-} as const;
+} as const satisfies CallbackTable;

@@ -1,11 +1,9 @@
 /**
- * The Embree library, loaded on first use and pinned for the life of the process, and the enum
+ * The Embree library, loaded on first use and kept loaded for the life of the process, and the enum
  * values memlife passes to it.
  */
 import type { NativeLibrary } from "../../ffi/types.ts";
 import { embreeSymbols } from "../../ffi/symbols/embree.ts";
-import { libcSymbols, RTLD_NODELETE, RTLD_NOW } from "../../ffi/symbols/libc.ts";
-import { backend, osName } from "../backend.ts";
 import { openLibrary } from "../library.ts";
 
 export type EmbreeLibrary = NativeLibrary<typeof embreeSymbols>;
@@ -38,48 +36,6 @@ export interface Version {
   readonly path: string;
 }
 
-/**
- * dlopen flags per OS for the pinning step. Where there is no libc `dlopen` (Windows) nothing is
- * pinned: the runtime's own handle is all there is.
- */
-const pinning: Record<string, { libc: readonly string[]; flags: number } | undefined> = {
-  linux: { libc: ["libc.so.6", "libc.so"], flags: RTLD_NOW | RTLD_NODELETE },
-  // macOS: RTLD_NOW 0x2, RTLD_NODELETE 0x80.
-  darwin: { libc: ["/usr/lib/libSystem.B.dylib"], flags: 0x2 | 0x80 },
-};
-
-let libc: NativeLibrary<typeof libcSymbols> | null | undefined;
-
-function openLibc(): NativeLibrary<typeof libcSymbols> | null {
-  if (libc !== undefined) return libc;
-  libc = null;
-  for (const path of pinning[osName]?.libc ?? []) {
-    try {
-      libc = backend.open(path, libcSymbols);
-      break;
-    } catch {
-      // try the next name; without libc the library is simply not pinned
-    }
-  }
-  return libc;
-}
-
-/**
- * Opens `path` once more with RTLD_NODELETE before the runtime opens it, so that Embree and TBB
- * (its dependency) stay mapped until the process ends: Deno and Node unload libraries at exit
- * while TBB worker threads still run in them, and segfault. A failure here is the candidate's
- * failure: openLibrary then tries the next name.
- */
-function pin(path: string): void {
-  const c = openLibc();
-  if (c === null) return;
-  const handle = c.symbols.dlopen(path, pinning[osName]!.flags);
-  if (handle === null) {
-    const message = c.symbols.dlerror();
-    throw new Error(message === null ? `dlopen(${path}) failed` : backend.readCString(message));
-  }
-}
-
 let library: EmbreeLibrary | undefined;
 let major = 0;
 
@@ -96,7 +52,11 @@ export function embree(): EmbreeLibrary {
     },
     hint: "Install Embree: Debian 12 `apt-get install libembree3-3`, Debian 13/Ubuntu 24.04+ `apt-get install libembree4-4`, " +
       "Fedora `dnf install embree`, macOS `brew install embree`, or Intel's release archives.",
-  }, embreeSymbols, pin);
+  }, embreeSymbols, {
+    // Embree and TBB stay mapped until the process ends: Deno and Node unload libraries at exit
+    // while TBB worker threads still run in them, and segfault.
+    keepLoaded: true,
+  });
   // Until a device tells the exact version: Embree 4 is the one with rtcGetErrorString.
   major = library.symbols.rtcGetErrorString !== undefined ? 4 : 3;
   return library;

@@ -7,11 +7,11 @@
  * after rtcReleaseDevice, so the state leaves the table only once the device and every scene of
  * it are released natively.
  */
-import type { Callback, CallbackDef, LedgerFigures, MemoryLedger, Pointer } from "../../ffi/types.ts";
-import { embreeCallbacks } from "../../ffi/symbols/embree.ts";
+import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { IdTable, reportCallbackError } from "../callbacks.ts";
 import { EmbreeError } from "../errors.ts";
+import { trampolines } from "../trampolines.ts";
 import { embree } from "./native.ts";
 
 /**
@@ -88,68 +88,16 @@ const states = new IdTable<DeviceState>();
 
 const RTC_ERROR_OUT_OF_MEMORY = 4;
 
-/**
- * The accounts of a backend that runs no native code of its own: every call reaches JS, through
- * the backend's `sync` callback, and is counted here.
- */
-function jsLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
-  const accounts = new Map<number, LedgerFigures & { budget: number | null }>();
-  const fresh = () => ({
-    bytes: 0, peak: 0, calls: 0, denied: 0, budgetDenied: 0, native: 0, lastRefused: 0, lastRefusedLive: 0, budget: null,
-  });
-  return {
-    callback: backend.callback(def, (id: number, bytes: number | bigint, post: boolean) => forward(id, Number(bytes), post)),
-    reset: (id) => void accounts.set(id, fresh()),
-    setForward() {},
-    setBudget(id, budget) {
-      const a = accounts.get(id);
-      if (a !== undefined) a.budget = budget;
-    },
-    apply(id, bytes, post, answer) {
-      const a = accounts.get(id);
-      if (a === undefined) return answer ? 0 : 2;
-      // The same rule as settle() in ffi/bun-relay.c.
-      let verdict = 0;
-      a.calls++;
-      if (bytes > 0 && a.budget !== null && a.bytes + bytes > a.budget) {
-        verdict = 1;
-        a.budgetDenied++;
-        a.lastRefused = bytes;
-        a.lastRefusedLive = a.bytes;
-      } else if (!answer) {
-        verdict = 2;
-      }
-      // The seed: a refused call before the allocation is not counted (it never happens); everything else is.
-      if (verdict === 0 || post || bytes <= 0) {
-        a.bytes += bytes;
-        if (a.bytes > a.peak) a.peak = a.bytes;
-      }
-      if (verdict !== 0 && bytes > 0) a.denied++;
-      return verdict;
-    },
-    read: (id) => ({ ...(accounts.get(id) ?? fresh()) }),
-  };
-}
+/** The device accounts: native on Bun, in JS on Deno and Node (the backend's choice). */
+const accounts = trampolines.embreeMonitor((id, bytes, post) => {
+  const state = states.get(id);
+  return state === undefined ? true : state.onMonitor(bytes, post);
+});
 
-let ledger: MemoryLedger | undefined;
-let errorTrampoline: Callback | undefined;
-
-/** The device accounts: native where the backend has a ledger (Bun), else in JS. */
-function accounts(): MemoryLedger {
-  ledger ??= (backend.memoryLedger ?? jsLedger)(embreeCallbacks.memoryMonitor, (id, bytes, post) => {
-    const state = states.get(id);
-    return state === undefined ? true : state.onMonitor(bytes, post);
-  });
-  return ledger;
-}
-
-function errorFunction(): Callback {
-  errorTrampoline ??= backend.callback(embreeCallbacks.error, (id: number, code: number, str: Pointer | null) => {
-    // The string is valid only during this call.
-    states.get(id)?.onError(code, str === null ? "" : backend.readCString(str));
-  });
-  return errorTrampoline;
-}
+const errorFunction = trampolines.embreeError((id, code, str) => {
+  // The string is valid only during this call.
+  states.get(id)?.onError(code, str === null ? "" : backend.readCString(str));
+});
 
 /** rtcCommitScene calls in flight, all devices together: while any runs, releases go off the JS thread. */
 let commitsInFlight = 0;
@@ -176,16 +124,13 @@ export class DeviceState {
   /** The commit in flight: commits of one device run one at a time, so that every relayed error has one owner. */
   #commitOp: Operation | null = null;
   #commitChain: Promise<void> = Promise.resolve();
-  /** An error raised outside any operation memlife started (should not happen; kept for diagnosis). */
-  lastUnclaimedError: EmbreeError | null = null;
 
   /**
    * Installs the error function on a new device, and the monitor only if `accounting` is asked for:
    * with it installed, each allocation of a commit is a round trip from a TBB worker to the JS
-   * thread (20-30 per build whatever the scene size, 20-300 us each on this project's 2-core VM),
-   * which took a 10k-triangle commit to 2.2x (Bun, Node) and 4.9x (Deno) the raw FFI's. A device
-   * nobody watches commits at the raw FFI's speed; Bun's native ledger spares even accounting and
-   * budget the round trip.
+   * thread, which makes commits several times slower (README, "Measured facts behind the code").
+   * A device nobody watches commits at the raw FFI's speed; Bun's native ledger spares even
+   * accounting and budget the round trip.
    */
   constructor(handle: Pointer, accounting: boolean) {
     this.id = states.add(this);
@@ -293,10 +238,9 @@ export class DeviceState {
   onError(code: number, message: string): void {
     // Inside a synchronous call nothing is relayed (the JS thread is busy), so a call then is that
     // call's own; any other comes from a worker of the commit in flight.
+    // An error outside any operation memlife started has no caller to reach: none is known to happen.
     const op = this.#syncOp ?? this.#commitOp;
-    if (op === null) {
-      this.lastUnclaimedError = new EmbreeError("(no operation)", code, message);
-    } else if (op.code === 0) {
+    if (op !== null && op.code === 0) {
       op.code = code;
       op.message = message;
       // A refusal settled natively (no JS monitor) reached JS only as this error.

@@ -1,6 +1,6 @@
 /** Buffers (cl_mem) and their destructor callbacks (clSetMemObjectDestructorCallback). */
 import type { Pointer } from "../../ffi/types.ts";
-import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
+import { trampolines } from "../trampolines.ts";
 import { backend } from "../backend.ts";
 import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, returnedPromise, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
@@ -34,22 +34,19 @@ const noErrors: readonly unknown[] = Object.freeze([]);
 const destructors = new IdTable<Destructor>();
 
 /** The process-wide trampoline: one native function pointer for every buffer. */
-let trampoline: ReturnType<typeof backend.callback> | undefined;
-function destructorTrampoline(): ReturnType<typeof backend.callback> {
-  return trampoline ??= backend.callback(openclCallbacks.memDestructor, (_memobj: unknown, id: number) => {
-    const entry = destructors.delete(id);
-    if (entry === undefined) return;
-    entry.delivered = true;
-    if (entry.owed) {
-      entry.owed = false;
-      paid();
-    }
-    // With no user callback there is no user code to keep out of the native call: settling here
-    // only queues the promise's reactions, which run after the current synchronous code anyway.
-    if (entry.callbacks === undefined) settle(entry, noErrors);
-    else defer(runDestructors, entry);
-  });
-}
+const destructorTrampoline = trampolines.bufferDestructor((_memobj, id) => {
+  const entry = destructors.delete(id);
+  if (entry === undefined) return;
+  entry.delivered = true;
+  if (entry.owed) {
+    entry.owed = false;
+    paid();
+  }
+  // With no user callback there is no user code to keep out of the native call: settling here
+  // only queues the promise's reactions, which run after the current synchronous code anyway.
+  if (entry.callbacks === undefined) settle(entry, noErrors);
+  else defer(runDestructors, entry);
+});
 
 function runDestructors(entry: Destructor): void {
   let errors: unknown[] | undefined;

@@ -1,7 +1,7 @@
 /** Events: what a queued command returns, to wait on or to chain with `waitFor`. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
+import { trampolines } from "../trampolines.ts";
 import { type CallbackOutcome, finalizerState, IdTable, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { integer, show } from "../check.ts";
@@ -20,7 +20,9 @@ const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, cont
  * clWaitForEvents reports that failure.
  */
 const completions = new IdTable<{ resolve: (status: number) => void; pinned: unknown }>();
-let completionTrampoline: ReturnType<typeof backend.callback> | undefined;
+const completionTrampoline = trampolines.eventCompletion((_event, status, id) => {
+  completions.delete(id)?.resolve(status);
+});
 
 /**
  * @internal What a queue learns from waits on its commands' events: on an in-order queue, a
@@ -149,13 +151,10 @@ export class Event {
   completion(pin?: unknown): Promise<number> {
     if (this.#completed !== undefined) return this.#completed;
     const handle = this.handle();
-    completionTrampoline ??= backend.callback(openclCallbacks.eventStatus, (_event: unknown, status: number, id: number) => {
-      completions.delete(id)?.resolve(status);
-    });
     let resolve!: (status: number) => void;
     const completed = new Promise<number>((r) => (resolve = r));
     const id = completions.add({ resolve, pinned: pin });
-    const status = opencl().symbols.clSetEventCallback(handle, 0 /* CL_COMPLETE */, completionTrampoline, id);
+    const status = opencl().symbols.clSetEventCallback(handle, 0 /* CL_COMPLETE */, completionTrampoline(), id);
     if (status !== 0) {
       completions.delete(id);
       throw new OpenCLError("clSetEventCallback", status);

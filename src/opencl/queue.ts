@@ -1,7 +1,7 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
 import { type CallbackOutcome, defer, IdTable, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
-import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
+import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { callable, integer, keys, memory, options as checkOptions, own, show } from "../check.ts";
 import { QueueInfo } from "./constants.ts";
@@ -177,14 +177,11 @@ const busy = new Set<CommandQueue>();
 
 /** Completion callbacks armed by queues that nobody waits on; each owns a retained cl_event. */
 const armed = new IdTable<{ queue: CommandQueue; seq: number; handle: Pointer }>();
-let armTrampoline: ReturnType<typeof backend.callback> | undefined;
-function completedTrampoline(): ReturnType<typeof backend.callback> {
-  return armTrampoline ??= backend.callback(openclCallbacks.eventStatus, (_event: unknown, _status: number, id: number) => {
-    const entry = armed.delete(id);
-    // Released and pruned on the JS thread, never inside a driver's call.
-    if (entry !== undefined) defer(settleArmed, entry);
-  });
-}
+const completedTrampoline = trampolines.queueCompletion((_event, _status, id) => {
+  const entry = armed.delete(id);
+  // Released and pruned on the JS thread, never inside a driver's call.
+  if (entry !== undefined) defer(settleArmed, entry);
+});
 
 function settleArmed(entry: { queue: CommandQueue; seq: number; handle: Pointer }): void {
   opencl().symbols.clReleaseEvent(entry.handle);

@@ -1,6 +1,6 @@
 /** Shared virtual memory: clSVMAlloc, clSVMFree, and clEnqueueSVMFree with its free callback. */
 import type { Pointer } from "../../ffi/types.ts";
-import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
+import { trampolines } from "../trampolines.ts";
 import { backend } from "../backend.ts";
 import { CallbackOutcome, defer, finalizerState, IdTable, inRegistry, owe, paid, returnedPromise, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
@@ -221,15 +221,12 @@ interface PendingFree {
 
 const pendingFrees = new IdTable<PendingFree>();
 
-let trampoline: ReturnType<typeof backend.callback> | undefined;
-export function svmFreeTrampoline(): ReturnType<typeof backend.callback> {
-  return trampoline ??= backend.callback(openclCallbacks.svmFree, (_queue: unknown, _count: number, _pointers: unknown, id: number) => {
-    const entry = pendingFrees.delete(id);
-    if (entry === undefined) return;
-    paid();
-    defer(runFree, entry);
-  });
-}
+export const svmFreeTrampoline = trampolines.svmFree((_queue, _count, _pointers, id) => {
+  const entry = pendingFrees.delete(id);
+  if (entry === undefined) return;
+  paid();
+  defer(runFree, entry);
+});
 
 function runFree(entry: PendingFree): void {
   let threw = false;

@@ -159,11 +159,10 @@ export async function embree(vertices: Float32Array, indices: Uint32Array): Prom
   const ray: rtc.Ray = { origin: [0, 0, -1], direction: [0, 0, 1], tnear: 0, tfar: Infinity, time: 0, mask: -1 };
   const hit: rtc.Hit | null = scene.intersect1(ray);
   const stats: rtc.MemoryStats = device.memory;
-  const diagnostics = rtc.monitorDiagnostics(device);
   const property: number = device.getProperty(rtc.DeviceProperty.VERSION);
   seen.push(loaded.string, version?.major, device.config, device.version.minor, scene.committed, scene.device === device);
   seen.push(geometry, hit?.distance, hit?.normal[0], stats.bytes, stats.peak, stats.calls, stats.denied, stats.accounting);
-  seen.push(budget, diagnostics.direct + diagnostics.relayed + diagnostics.native, property);
+  seen.push(budget, property);
   scene.retain().release();
   scene.release();
   device[Symbol.dispose]();

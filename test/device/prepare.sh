@@ -14,9 +14,9 @@
 #                                               (2022), unpacked with dpkg -x (lib dir only)
 #   .device/carry/bench/baseline                bench/baseline.c compiled here (the device has no cc)
 #
-# The run tool carries at most 64 MiB of tree per call, repo included, and the unpacked Embree 4
-# alone is 41 MB: everything travels compressed and run.sh unpacks it under /tmp. One runtime per
-# call: carry .device/carry/<runtime>, .device/carry/vitest, .device/carry/embree4 and .device/carry/bench.
+# Keep what you copy to the GPU machine small (the unpacked Embree 4 alone is 41 MB): everything
+# travels compressed and run.sh unpacks it under /tmp. One runtime per run: copy the repository
+# with .device/carry/<runtime>, .device/carry/vitest, .device/carry/embree4 and .device/carry/bench.
 #
 # The .debs come from a separate apt configuration for trixie (its own sources list, lists and
 # cache under /tmp); the system's apt lists are never touched. Outputs newer than their inputs

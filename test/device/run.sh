@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite (and a quick GPU bench) in ONE runtime on the GPU machine (issue 5).
-# Run there from the repo root, after test/device/prepare.sh filled .device/carry here:
+# test/device/prepare.sh fills .device/carry here; copy the repository to the GPU machine together
+# with .device/carry/RUNTIME, .device/carry/vitest, .device/carry/embree4 and .device/carry/bench
+# (they are git-ignored), then run there, from the repository root, within about 9 minutes:
 #
-#   run tool: carry [".device/carry/RUNTIME", ".device/carry/vitest", ".device/carry/embree4", ".device/carry/bench"],
-#             command "bash test/device/run.sh RUNTIME", timeout_s 540      (RUNTIME: bun, deno, node)
+#   bash test/device/run.sh RUNTIME        (RUNTIME: bun, deno or node)
 #
 # 1. unpacks the carried runtime under /tmp/memlife-device and links it where test/all.ts and
 #    bench/main.ts look (node_modules/.bin/bun, node_modules/@deno/linux-x64-glibc/deno,

@@ -1,0 +1,26 @@
+/**
+ * Test and diagnostics hooks of the Embree side, kept off the package's surface (src/mod.ts does
+ * not export this file): tests import it directly, so it may change in any release.
+ */
+import { Device } from "./device.ts";
+import { liveStates } from "./state.ts";
+
+/**
+ * Test and diagnostics only: how many of `device`'s monitor calls ran inside one of memlife's
+ * synchronous native calls on the JS thread (`direct`), how many came from other threads
+ * (`relayed`: TBB workers and the thread that runs a commit), how many never reached JS (`native`:
+ * settled by the backend's native ledger, Bun's, while no JS monitor is set; 0 on Deno and Node),
+ * and how many device states memlife still keeps (a device's state stays while any of its scenes
+ * is alive natively).
+ * @example
+ * import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
+ * await scene.commit();
+ * console.log(monitorDiagnostics(device)); // { direct: 2, relayed: 20, native: 0, liveDevices: 1 }
+ */
+export function monitorDiagnostics(
+  device: Device,
+): { direct: number; relayed: number; native: number; liveDevices: number } {
+  if (!(device instanceof Device)) throw new TypeError("monitorDiagnostics takes an rtc.Device");
+  const state = device.state;
+  return { direct: state.direct, relayed: state.relayed, native: state.settledNatively, liveDevices: liveStates() };
+}
