@@ -12,6 +12,7 @@
 import { Device, type DeviceOptions } from "./device.ts";
 import type { Version } from "./native.ts";
 import { liveStates } from "./state.ts";
+import { deviceState } from "../internal.ts";
 
 export { Device, type DeviceOptions } from "./device.ts";
 export { Scene, type Hit, type Ray } from "./scene.ts";
@@ -69,6 +70,6 @@ export function load(): Version {
  */
 export function monitorDiagnostics(device: Device): { direct: number; relayed: number; native: number; liveDevices: number } {
   if (!(device instanceof Device)) throw new TypeError("monitorDiagnostics takes an rtc.Device");
-  const state = device.state;
+  const state = device[deviceState];
   return { direct: state.direct, relayed: state.relayed, native: state.settledNatively, liveDevices: liveStates() };
 }

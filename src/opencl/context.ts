@@ -12,6 +12,7 @@ import { show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
 import { SVMAllocation, type SVMOptions } from "./svm.ts";
 import { Program } from "./program.ts";
+import { adoptChild, disownChild, liveHandle, nativeHandle, svmChecked, svmPassed } from "../internal.ts";
 
 const net = new SafetyNet<Pointer>(releaseContext);
 
@@ -111,13 +112,13 @@ export class Context {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null || this.#released) throw new ReleasedError("Context");
     return this.#handle;
   }
 
   /** @internal The cl_context for children, valid until the last child let go, even after release(). */
-  nativeHandle(): Pointer {
+  [nativeHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("Context");
     return this.#handle;
   }
@@ -130,7 +131,7 @@ export class Context {
    * ctx.createBuffer(hostArray, { hostPtr: "use" });           // the buffer is hostArray's memory
    */
   createBuffer(sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
-    const context = this.handle();
+    const context = this[liveHandle]();
     const { flags, size, data } = bufferArguments(sizeOrData, options);
     if (data !== null) void data.buffer; // an on-heap typed array must get stable memory before its pointer is taken
     const handle = symbols.clCreateBuffer(context, flags, size, data, errcode) as Pointer | null;
@@ -140,7 +141,7 @@ export class Context {
 
   /** A command queue on `device` (default: the context's first device). */
   createCommandQueue(device: Device = this.devices[0]): CommandQueue {
-    this.handle();
+    this[liveHandle]();
     if (!this.devices.includes(device)) throw new TypeError(`the device is not one of this context's devices, got ${show(device)}`);
     return new CommandQueue(this, device);
   }
@@ -152,7 +153,7 @@ export class Context {
    * await program.build();
    */
   createProgram(source: string): Program {
-    this.handle();
+    this[liveHandle]();
     return new Program(this, source);
   }
 
@@ -175,17 +176,17 @@ export class Context {
    * @example const a = ctx.svmAlloc(4096, { fineGrain: ctx.devices[0].svm.fineGrainBuffer });
    */
   svmAlloc(size: number, options?: SVMOptions): SVMAllocation {
-    this.handle();
+    this[liveHandle]();
     return new SVMAllocation(this, size, options);
   }
 
   /** @internal Whether `svmPassed` already vouched for these kinds of SVM allocation and this size. */
-  svmChecked(kinds: number, size: number): boolean {
+  [svmChecked](kinds: number, size: number): boolean {
     return (this.#svmKinds & kinds) === kinds && size <= this.#svmMaxSize;
   }
 
   /** @internal The devices support these kinds of SVM allocation up to `maxSize` bytes: they will not change. */
-  svmPassed(kinds: number, maxSize: number): void {
+  [svmPassed](kinds: number, maxSize: number): void {
     this.#svmKinds |= kinds;
     this.#svmMaxSize = maxSize;
   }
@@ -197,22 +198,22 @@ export class Context {
    * running on driver threads, and those wait for the JS thread on Deno and Node. Dropped last
    * and off the JS thread, it cannot deadlock.
    */
-  adopt(): void {
+  [adoptChild](): void {
     this.#children++;
   }
 
   /** @internal A child released its native reference (or handed it to a command that keeps the context alive). */
-  disown(): void {
+  [disownChild](): void {
     if (--this.#children === 0 && this.#released) this.#nativeRelease();
   }
 
   /** CL_CONTEXT_REFERENCE_COUNT (stale at once: for debugging). */
   get referenceCount(): number {
-    return infoU64("clGetContextInfo", opencl().symbols.clGetContextInfo, this.handle(), ContextInfo.REFERENCE_COUNT, 4);
+    return infoU64("clGetContextInfo", opencl().symbols.clGetContextInfo, this[liveHandle](), ContextInfo.REFERENCE_COUNT, 4);
   }
 
   retain(): this {
-    check("clRetainContext", opencl().symbols.clRetainContext(this.handle()));
+    check("clRetainContext", opencl().symbols.clRetainContext(this[liveHandle]()));
     this.#refs++;
     return this;
   }
@@ -242,7 +243,7 @@ export class Context {
 
   /** The raw cl_context. Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }
 

@@ -1,26 +1,18 @@
 /** Events: what a queued command returns, to wait on or to chain with `waitFor`. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
-import { type CallbackOutcome, finalizerState, IdTable, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { type CallbackOutcome, finalizerState, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { integer, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray, symbols } from "./native.ts";
 import type { Context } from "./context.ts";
+import { adoptChild, disownChild, liveHandle, trackCommand } from "../internal.ts";
 
 const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
   opencl().symbols.clReleaseEvent(handle);
-  context.disown();
+  context[disownChild]();
 });
-
-/**
- * Events whose completion callback is registered: the resolver and the host memory it pins.
- * `wait()` does not use it: PoCL never calls it for a command whose wait list failed, while
- * clWaitForEvents reports that failure.
- */
-const completions = new IdTable<{ resolve: (status: number) => void; pinned: unknown }>();
-let completionTrampoline: ReturnType<typeof backend.callback> | undefined;
 
 /**
  * @internal What a queue learns from waits on its commands' events: on an in-order queue, a
@@ -59,7 +51,7 @@ export class Event {
     this.#handle = handle;
     this.#after = after;
     this.context = context;
-    context.adopt();
+    context[adoptChild]();
     net.add(this);
   }
 
@@ -72,19 +64,19 @@ export class Event {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("Event");
     return this.#handle;
   }
 
   /** CL_EVENT_COMMAND_TYPE, e.g. `cl.CommandType.SVM_FREE` (0x1209). */
   get commandType(): number {
-    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this.handle(), EventInfo.COMMAND_TYPE);
+    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this[liveHandle](), EventInfo.COMMAND_TYPE);
   }
 
   /** CL_EVENT_COMMAND_EXECUTION_STATUS: `cl.ExecutionStatus` or a negative error code. */
   get status(): number {
-    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this.handle(), EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this[liveHandle](), EventInfo.COMMAND_EXECUTION_STATUS) | 0;
   }
 
   /**
@@ -92,12 +84,12 @@ export class Event {
    * OpenCLError if the command failed, or with what a callback threw.
    */
   async wait(): Promise<void> {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     // The cl_event must outlive the wait even if the program releases it meanwhile (a released
     // event waited on crashes PoCL): the wait holds a reference of its own, and its context.
     check("clRetainEvent", opencl().symbols.clRetainEvent(handle));
     const context = this.context;
-    context.adopt();
+    context[adoptChild]();
     // Held from the start: an exception of `onFree` that arrives during the native wait is this
     // promise's to deliver, not onCallbackError's.
     const after = this.#after?.hold();
@@ -111,7 +103,7 @@ export class Event {
     } finally {
       tracker?.waitEnded(this.#seq, status === 0);
       opencl().symbols.clReleaseEvent(handle);
-      context.disown();
+      context[disownChild]();
       // This wait rejects with the native failure; a callback exception still reaches the program.
       if (status !== 0) after?.catch((error) => reportCallbackError(error, "svmFree"));
     }
@@ -120,36 +112,15 @@ export class Event {
   }
 
   /** @internal The event of command number `seq` of an in-order queue. */
-  track(tracker: CommandTracker, seq: number): this {
+  [trackCommand](tracker: CommandTracker, seq: number): this {
     this.#tracker = tracker;
     this.#seq = seq;
     return this;
   }
 
-  /**
-   * @internal Registers the completion callback on first use; `pin` keeps what a command uses
-   * (host memory it reads or writes, SVM allocations) alive until the command is done.
-   */
-  completion(pin?: unknown): Promise<number> {
-    if (this.#completed !== undefined) return this.#completed;
-    const handle = this.handle();
-    completionTrampoline ??= backend.callback(openclCallbacks.eventStatus, (_event: unknown, status: number, id: number) => {
-      completions.delete(id)?.resolve(status);
-    });
-    let resolve!: (status: number) => void;
-    const completed = new Promise<number>((r) => (resolve = r));
-    const id = completions.add({ resolve, pinned: pin });
-    const status = opencl().symbols.clSetEventCallback(handle, 0 /* CL_COMPLETE */, completionTrampoline, id);
-    if (status !== 0) {
-      completions.delete(id);
-      throw new OpenCLError("clSetEventCallback", status);
-    }
-    return this.#completed = completed;
-  }
-
   /** Adds a reference (clRetainEvent); each `retain()` needs its own `release()`. */
   retain(): this {
-    check("clRetainEvent", opencl().symbols.clRetainEvent(this.handle()));
+    check("clRetainEvent", opencl().symbols.clRetainEvent(this[liveHandle]()));
     this.#refs++;
     return this;
   }
@@ -164,7 +135,7 @@ export class Event {
       net.remove(this);
     }
     const status = symbols.clReleaseEvent(handle);
-    if (last) this.context.disown();
+    if (last) this.context[disownChild]();
     check("clReleaseEvent", status);
   }
 
@@ -174,7 +145,7 @@ export class Event {
 
   /** The raw cl_event. Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }
 
@@ -190,7 +161,7 @@ export class Event {
 export class UserEvent extends Event {
   /** @internal use `ctx.createUserEvent()`. */
   constructor(context: Context) {
-    const handle = opencl().symbols.clCreateUserEvent(context.handle(), errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateUserEvent(context[liveHandle](), errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateUserEvent", errcode[0]);
     super(handle, context);
   }
@@ -199,7 +170,7 @@ export class UserEvent extends Event {
   setStatus(status: number = ExecutionStatus.COMPLETE): void {
     // A cl_int: Bun and koffi would wrap -(2 ** 32) to 0, CL_COMPLETE.
     const value = integer(status, "cl_int", "a user event's status (CL_COMPLETE, 0, or a negative error code)", undefined, 0);
-    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(this.handle(), value));
+    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(this[liveHandle](), value));
   }
 }
 
@@ -214,14 +185,9 @@ export function waitList(events: unknown): { count: number; list: BigUint64Array
   if (events.length === 0) return noWait;
   const handles = events.map((e, i) => {
     if (!(e instanceof Event)) throw new TypeError(`waitFor[${i}] is not a cl.Event, got ${show(e)}`);
-    return e.handle();
+    return e[liveHandle]();
   });
   return { count: handles.length, list: pointerArray(handles) };
-}
-
-/** Completion callbacks registered and not yet delivered (each pins what its command uses). */
-export function completionsPending(): number {
-  return completions.size;
 }
 
 /** Wraps the cl_event an enqueue call just wrote into `eventOut`. */

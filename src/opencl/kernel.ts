@@ -10,10 +10,11 @@ import { SVMAllocation } from "./svm.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
+import { adoptChild, commandUses, disownChild, liveHandle, svmPointer } from "../internal.ts";
 
 const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
   opencl().symbols.clReleaseKernel(handle);
-  context.disown();
+  context[disownChild]();
 });
 
 // --- typed values --------------------------------------------------------------------------------
@@ -192,7 +193,7 @@ export class Kernel {
     this.program = program;
     this.context = program.context;
     this.#args = new Array(this.numArgs).fill(undefined);
-    this.context.adopt();
+    this.context[adoptChild]();
     net.add(this);
   }
 
@@ -205,7 +206,7 @@ export class Kernel {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("Kernel");
     return this.#handle;
   }
@@ -214,7 +215,7 @@ export class Kernel {
   #info(index: number): ArgInfo | null {
     if (this.#argInfo === undefined) {
       const fn = opencl().symbols.clGetKernelArgInfo;
-      const handle = this.handle();
+      const handle = this[liveHandle]();
       this.#argInfo = [];
       for (let i = 0; i < this.numArgs; i++) {
         if (fn === undefined) {
@@ -251,7 +252,7 @@ export class Kernel {
   }
 
   #checkIndex(index: number): void {
-    this.handle();
+    this[liveHandle]();
     if (!Number.isInteger(index) || index < 0 || index >= this.numArgs) {
       throw new RangeError(`kernel "${this.name}" has ${this.numArgs} argument(s): index ${index} is out of range`);
     }
@@ -275,10 +276,10 @@ export class Kernel {
       if (value !== null && value.context !== this.context) throw new TypeError(`${where()}: the memory belongs to another context than the kernel`);
       if (value instanceof SVMAllocation) {
         const setSVM = clSetKernelArgSVMPointer ??= optionalSymbol("clSetKernelArgSVMPointer", "an OpenCL 2.0 platform");
-        const status = setSVM(handle, index, value.pointer()) as number;
+        const status = setSVM(handle, index, value[svmPointer]()) as number;
         if (status !== 0) throw new OpenCLError("clSetKernelArgSVMPointer", status, where());
       } else {
-        argSlot[0] = value === null ? 0n : backend.address(value.handle());
+        argSlot[0] = value === null ? 0n : backend.address(value[liveHandle]());
         const status = s.clSetKernelArg(handle, index, 8, argSlot);
         if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
       }
@@ -325,12 +326,12 @@ export class Kernel {
    * its arguments (CL_KERNEL_EXEC_INFO_SVM_PTRS). Commands keep them alive like arguments.
    */
   setSVMPointers(allocations: readonly SVMAllocation[]): this {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
     const pointers = allocations.map((a, i) => {
       if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation`);
       if (a.context !== this.context) throw new TypeError(`allocations[${i}] belongs to another context than the kernel`);
-      return a.pointer();
+      return a[svmPointer]();
     });
     const fn = optionalSymbol("clSetKernelExecInfo", "an OpenCL 2.0 platform");
     const list = pointerArray(pointers);
@@ -343,7 +344,7 @@ export class Kernel {
    * @internal At enqueue: throws ReleasedError for an argument released since it was set (its
    * cl_mem or SVM pointer would dangle), and returns the SVM allocations the command uses.
    */
-  commandUses(): SVMAllocation[] | undefined {
+  [commandUses](): SVMAllocation[] | undefined {
     const args = this.#args;
     let svm: SVMAllocation[] | undefined;
     for (let i = 0; i < args.length; i++) {
@@ -381,18 +382,18 @@ export class Kernel {
   compileWorkGroupSize(device: Device = this.context.devices[0]): number[] {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
-    const bytes = infoBytes("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this.handle(), KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE);
+    const bytes = infoBytes("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this[liveHandle](), KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE);
     return [...new BigUint64Array(bytes.buffer, 0, 3)].map(Number);
   }
 
   #workGroupInfo(device: Device, param: number): number {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
-    return infoU64("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this.handle(), param);
+    return infoU64("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this[liveHandle](), param);
   }
 
   retain(): this {
-    check("clRetainKernel", opencl().symbols.clRetainKernel(this.handle()));
+    check("clRetainKernel", opencl().symbols.clRetainKernel(this[liveHandle]()));
     this.#refs++;
     return this;
   }
@@ -412,7 +413,7 @@ export class Kernel {
       net.remove(this);
     }
     const status = opencl().symbols.clReleaseKernel(handle);
-    if (last) this.context.disown();
+    if (last) this.context[disownChild]();
     check("clReleaseKernel", status);
   }
 
@@ -422,7 +423,7 @@ export class Kernel {
 
   /** The raw cl_kernel. Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }
 

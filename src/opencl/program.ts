@@ -8,10 +8,11 @@ import { check, errcode, infoString, infoU64, opencl, pointerArray } from "./nat
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 import { Kernel } from "./kernel.ts";
+import { adoptChild, disownChild, liveHandle } from "../internal.ts";
 
 const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
   opencl().symbols.clReleaseProgram(handle);
-  context.disown();
+  context[disownChild]();
 });
 
 /** What a failed build leaves per device. */
@@ -46,11 +47,11 @@ export class Program {
     const strings = pointerArray([backend.pointerOf(bytes)]);
     const lengths = new BigUint64Array(new ArrayBuffer(8));
     lengths[0] = BigInt(bytes.byteLength);
-    const handle = opencl().symbols.clCreateProgramWithSource(context.handle(), 1, strings, lengths, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateProgramWithSource(context[liveHandle](), 1, strings, lengths, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateProgramWithSource", errcode[0]);
     this.#handle = handle;
     this.context = context;
-    context.adopt();
+    context[adoptChild]();
     net.add(this);
   }
 
@@ -63,7 +64,7 @@ export class Program {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("Program");
     return this.#handle;
   }
@@ -75,7 +76,7 @@ export class Program {
    * quotes them.
    */
   async build(options = "", devices?: readonly Device[]): Promise<void> {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (typeof options !== "string") throw new TypeError(`build options must be a string, got ${typeof options}`);
     if (options.includes("\0")) throw new TypeError("build options must not contain NUL characters");
     let list: Device[] | undefined;
@@ -91,7 +92,7 @@ export class Program {
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
     check("clRetainProgram", opencl().symbols.clRetainProgram(handle));
-    this.context.adopt();
+    this.context[adoptChild]();
     let status: number;
     try {
       status = await opencl().async.clBuildProgram(handle, list?.length ?? 0, ids, options, null, 0) as number;
@@ -108,38 +109,38 @@ export class Program {
       }
     } finally {
       opencl().symbols.clReleaseProgram(handle);
-      this.context.disown();
+      this.context[disownChild]();
     }
   }
 
   /** CL_PROGRAM_BUILD_LOG for `device` (default: the context's first device). */
   buildLog(device: Device = this.context.devices[0]): string {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
-    return buildLog(this.handle(), device);
+    return buildLog(this[liveHandle](), device);
   }
 
   /** CL_PROGRAM_BUILD_STATUS: 0 success, -1 none, -2 error, -3 in progress. */
   buildStatus(device: Device = this.context.devices[0]): number {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const fn = opencl().symbols.clGetProgramBuildInfo;
     return infoU64("clGetProgramBuildInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), handle, ProgramBuildInfo.STATUS, 4) | 0;
   }
 
   /** CL_PROGRAM_SOURCE. */
   get source(): string {
-    return infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this.handle(), ProgramInfo.SOURCE);
+    return infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this[liveHandle](), ProgramInfo.SOURCE);
   }
 
   /** CL_PROGRAM_KERNEL_NAMES (the program must be built). */
   get kernelNames(): string[] {
-    const names = infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this.handle(), ProgramInfo.KERNEL_NAMES);
+    const names = infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this[liveHandle](), ProgramInfo.KERNEL_NAMES);
     return names === "" ? [] : names.split(";");
   }
 
   /** CL_PROGRAM_NUM_KERNELS (the program must be built). */
   get numKernels(): number {
-    return infoU64("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this.handle(), ProgramInfo.NUM_KERNELS);
+    return infoU64("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this[liveHandle](), ProgramInfo.NUM_KERNELS);
   }
 
   /**
@@ -150,14 +151,14 @@ export class Program {
     if (typeof name !== "string" || name.length === 0 || name.includes("\0")) {
       throw new TypeError(`a kernel name is a non-empty string without NUL, got ${typeof name === "string" ? JSON.stringify(name) : typeof name}`);
     }
-    const handle = opencl().symbols.clCreateKernel(this.handle(), name, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateKernel(this[liveHandle](), name, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateKernel", errcode[0], `kernel "${name}"`);
     return new Kernel(this, handle);
   }
 
   /** Every kernel of the built program (clCreateKernelsInProgram). */
   createKernels(): Kernel[] {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const s = opencl().symbols;
     const count = new Uint32Array(new ArrayBuffer(4));
     check("clCreateKernelsInProgram", s.clCreateKernelsInProgram(handle, 0, null, count));
@@ -169,7 +170,7 @@ export class Program {
   }
 
   retain(): this {
-    check("clRetainProgram", opencl().symbols.clRetainProgram(this.handle()));
+    check("clRetainProgram", opencl().symbols.clRetainProgram(this[liveHandle]()));
     this.#refs++;
     return this;
   }
@@ -187,7 +188,7 @@ export class Program {
       net.remove(this);
     }
     const status = opencl().symbols.clReleaseProgram(handle);
-    if (last) this.context.disown();
+    if (last) this.context[disownChild]();
     check("clReleaseProgram", status);
   }
 
@@ -197,7 +198,7 @@ export class Program {
 
   /** The raw cl_program. Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }
 

@@ -14,6 +14,7 @@ import { backend } from "../backend.ts";
 import { MapFlags } from "./constants.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
+import { adoptChild, commandHandle, commandUses, completedThrough, disownChild, liveHandle, nativeHandle, newCommand, pinCommand, surrender, svmPointer, trackCommand, unuseSVM, useSVM } from "../internal.ts";
 
 const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => releaseQueue(handle, context));
 
@@ -24,11 +25,11 @@ const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, cont
 function releaseQueue(handle: Pointer, context: Context): void {
   opencl().async.clReleaseCommandQueue(handle).then(
     (status) => {
-      context.disown();
+      context[disownChild]();
       if (status !== 0) reportCallbackError(new OpenCLError("clReleaseCommandQueue", status as number), "release");
     },
     (error) => {
-      context.disown();
+      context[disownChild]();
       reportCallbackError(error, "release");
     },
   );
@@ -188,7 +189,7 @@ function completedTrampoline(): ReturnType<typeof backend.callback> {
 
 function settleArmed(entry: { queue: CommandQueue; seq: number; handle: Pointer }): void {
   opencl().symbols.clReleaseEvent(entry.handle);
-  entry.queue.completedThrough(entry.seq, true);
+  entry.queue[completedThrough](entry.seq, true);
 }
 
 /** How long pins may wait for a `wait()` or `finish()` before a completion callback is armed. */
@@ -243,7 +244,7 @@ export class SVMMapping {
   unmap(options?: { waitFor?: readonly Event[] }): Event {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
     const { waitFor } = ownOptions(options, ["waitFor"] as const, "unmap");
-    const handle = this.#queue.handle();
+    const handle = this.#queue[liveHandle]();
     const { count, list } = waitList(waitFor as Event[] | undefined);
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
@@ -252,10 +253,10 @@ export class SVMMapping {
     const buffer = this.#buffer as (ArrayBuffer & { transfer?: (length: number) => ArrayBuffer }) | undefined;
     this.#buffer = undefined;
     if (buffer !== undefined && typeof buffer.transfer === "function") buffer.transfer(0);
-    const event = this.#queue.command();
+    const event = this.#queue[newCommand]();
     // The map counted as a use of the allocation: the unmap's pin takes it over.
-    this.#queue.pin(event, [this.allocation], undefined);
-    this.allocation.unuse();
+    this.#queue[pinCommand](event, [this.allocation], undefined);
+    this.allocation[unuseSVM]();
     return event;
   }
 
@@ -307,12 +308,12 @@ export class CommandQueue {
 
   /** @internal use `ctx.createCommandQueue()`. */
   constructor(context: Context, device: Device) {
-    const handle = opencl().symbols.clCreateCommandQueue(context.handle(), device.unsafeHandle, 0, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateCommandQueue(context[liveHandle](), device.unsafeHandle, 0, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateCommandQueue", errcode[0]);
     this.#handle = handle;
     this.context = context;
     this.device = device;
-    context.adopt();
+    context[adoptChild]();
     net.add(this, { handle, context });
   }
 
@@ -321,7 +322,7 @@ export class CommandQueue {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("CommandQueue");
     return this.#handle;
   }
@@ -329,7 +330,7 @@ export class CommandQueue {
   #checkBuffer(buffer: Buffer): Pointer {
     if (!(buffer instanceof Buffer)) throw new TypeError(`expected a cl.Buffer, got ${show(buffer)}`);
     if (buffer.context !== this.context) throw new TypeError("the buffer belongs to another context than this queue");
-    return buffer.commandHandle();
+    return buffer[commandHandle]();
   }
 
   /**
@@ -337,13 +338,13 @@ export class CommandQueue {
    * the command completes: do not transfer its ArrayBuffer before then.
    */
   enqueueWriteBuffer(buffer: Buffer, data: ArrayBufferView, options?: TransferOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const mem = this.#checkBuffer(buffer);
     const { offset, host, waitFor } = transfer(buffer, data, options, "data");
     const { count, list } = waitList(waitFor);
     check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
-    const event = this.command();
-    this.pin(event, undefined, host); // `data` stays pinned until the command completed
+    const event = this[newCommand]();
+    this[pinCommand](event, undefined, host); // `data` stays pinned until the command completed
     return event;
   }
 
@@ -352,13 +353,13 @@ export class CommandQueue {
    * not transfer its ArrayBuffer before then).
    */
   enqueueReadBuffer(buffer: Buffer, target: ArrayBufferView, options?: TransferOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const mem = this.#checkBuffer(buffer);
     const { offset, host, waitFor } = transfer(buffer, target, options, "target");
     const { count, list } = waitList(waitFor);
     check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
-    const event = this.command();
-    this.pin(event, undefined, host);
+    const event = this[newCommand]();
+    this[pinCommand](event, undefined, host);
     return event;
   }
 
@@ -376,7 +377,7 @@ export class CommandQueue {
   async readBuffer<T extends ArrayBufferView = Uint8Array>(buffer: Buffer, target?: T, options?: TransferOptions): Promise<T> {
     let into = target;
     if (into === undefined) {
-      this.handle();
+      this[liveHandle]();
       this.#checkBuffer(buffer);
       const given = own(checkOptions(options, transferKeys, "transfer options"), "offset");
       const offset = given === undefined ? 0 : integer(given, "size_t", "offset", 0, buffer.size);
@@ -397,7 +398,7 @@ export class CommandQueue {
    * `wait()` settles after the command completed and `onFree` ran.
    */
   enqueueSVMFree(allocations: readonly SVMAllocation[], options?: SVMFreeOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!Array.isArray(allocations)) throw new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(allocations)}`);
     let onFree: SVMFreeCallback | undefined;
     let waitFor: unknown;
@@ -418,7 +419,7 @@ export class CommandQueue {
       if (seen !== undefined) twice = seen.size === seen.add(a).size;
       else for (let j = 0; j < i && !twice; j++) twice = allocations[j] === a;
       if (twice) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
-      a.pointer(); // ReleasedError if already freed
+      a[svmPointer](); // ReleasedError if already freed
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
@@ -428,21 +429,21 @@ export class CommandQueue {
     for (let i = 0; i < n; i++) array![i] = allocations[i].address;
     if (onFree === undefined) {
       check("clEnqueueSVMFree", clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number);
-      for (let i = 0; i < n; i++) allocations[i].surrender();
-      return this.command();
+      for (let i = 0; i < n; i++) allocations[i][surrender]();
+      return this[newCommand]();
     }
     const given = allocations.slice();
-    const pointers = given.map((a) => a.pointer());
-    const { id, outcome } = registerFree(this, this.context.nativeHandle(), given, pointers, onFree);
+    const pointers = given.map((a) => a[svmPointer]());
+    const { id, outcome } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
     const status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
     if (status !== 0) {
       abandonFree(id);
       throw new OpenCLError("clEnqueueSVMFree", status);
     }
-    for (const a of given) a.surrender();
+    for (const a of given) a[surrender]();
     this.#track(outcome.done);
     if (count > 0) watchFailure(id, eventOut);
-    return this.command(outcome);
+    return this[newCommand](outcome);
   }
 
   /**
@@ -455,19 +456,19 @@ export class CommandQueue {
    * await done.wait();
    */
   enqueueNDRangeKernel(kernel: Kernel, globalSize: readonly number[], options?: NDRangeOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!(kernel instanceof Kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
     if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
-    const k = kernel.handle();
+    const k = kernel[liveHandle]();
     const o = options === undefined ? undefined : ownOptions(options, ["local", "offset", "waitFor"] as const, "enqueueNDRangeKernel");
     const sizes = ndrangeSizes(globalSize, o?.local as number[] | undefined, o?.offset as number[] | undefined);
     const { count, list } = waitList(o?.waitFor as Event[] | undefined);
-    const svm = kernel.commandUses();
+    const svm = kernel[commandUses]();
     check("clEnqueueNDRangeKernel", opencl().symbols.clEnqueueNDRangeKernel(
       handle, k, sizes.dim, sizes.offset, sizes.global, sizes.local, count, list, eventOut,
     ));
-    const event = this.command();
-    if (svm !== undefined) this.pin(event, svm, undefined);
+    const event = this[newCommand]();
+    if (svm !== undefined) this[pinCommand](event, svm, undefined);
     return event;
   }
 
@@ -476,14 +477,14 @@ export class CommandQueue {
    * Either side may be an ArrayBufferView, pinned until the copy completed.
    */
   enqueueSVMMemcpy(dst: SVMAllocation | ArrayBufferView, src: SVMAllocation | ArrayBufferView, options?: SVMCopyOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const o = ownOptions(options, ["size", "srcOffset", "dstOffset", "waitFor"] as const, "enqueueSVMMemcpy");
     const srcOffset = byteCount(o.srcOffset, "srcOffset", 0);
     const dstOffset = byteCount(o.dstOffset, "dstOffset", 0);
     const side = (x: unknown, what: string, offset: number): { pointer: Pointer; length: number } => {
       if (x instanceof SVMAllocation) {
         if (x.context !== this.context) throw new TypeError(`${what} belongs to another context than this queue`);
-        return { pointer: offsetPointer(x.pointer(), Math.min(offset, x.size)), length: x.size };
+        return { pointer: offsetPointer(x[svmPointer](), Math.min(offset, x.size)), length: x.size };
       }
       if (ArrayBuffer.isView(x)) {
         pinnable(x, what);
@@ -501,11 +502,11 @@ export class CommandQueue {
     const { count, list } = waitList(o.waitFor as Event[] | undefined);
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d.pointer, s.pointer, size, count, list, eventOut) as number);
-    const event = this.command();
+    const event = this[newCommand]();
     const dstSVM = dst instanceof SVMAllocation, srcSVM = src instanceof SVMAllocation;
     const svm = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
     const host = dstSVM ? (srcSVM ? undefined : src) : srcSVM ? dst : [dst, src];
-    this.pin(event, svm, host);
+    this[pinCommand](event, svm, host);
     return event;
   }
 
@@ -514,16 +515,16 @@ export class CommandQueue {
    * `cl.float(1)` or an ArrayBufferView of 1, 2, 4, ..., 128 bytes; offset and size are multiples of it.
    */
   enqueueSVMMemFill(allocation: SVMAllocation, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMemFill takes a cl.SVMAllocation");
     if (allocation.context !== this.context) throw new TypeError("the allocation belongs to another context than this queue");
     const bytes = patternBytes(pattern);
     const { offset, size, waitFor } = fillRange(options, allocation.size, bytes.byteLength, "enqueueSVMMemFill");
     const { count, list } = waitList(waitFor);
     const fill = clEnqueueSVMMemFill ??= optionalSymbol("clEnqueueSVMMemFill", "an OpenCL 2.0 platform");
-    check("clEnqueueSVMMemFill", fill(handle, offsetPointer(allocation.pointer(), offset), bytes, bytes.byteLength, size, count, list, eventOut) as number);
-    const event = this.command();
-    this.pin(event, [allocation], undefined);
+    check("clEnqueueSVMMemFill", fill(handle, offsetPointer(allocation[svmPointer](), offset), bytes, bytes.byteLength, size, count, list, eventOut) as number);
+    const event = this[newCommand]();
+    this[pinCommand](event, [allocation], undefined);
     return event;
   }
 
@@ -533,7 +534,7 @@ export class CommandQueue {
    * the range back. The allocation's `release()` waits for the unmap.
    */
   enqueueSVMMap(allocation: SVMAllocation, options?: SVMMapOptions): SVMMapping {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
     if (allocation.context !== this.context) throw new TypeError("the allocation belongs to another context than this queue");
     const o = ownOptions(options, ["access", "offset", "size", "waitFor"] as const, "enqueueSVMMap");
@@ -545,12 +546,12 @@ export class CommandQueue {
     const size = byteCount(o.size, "size", allocation.size - offset);
     if (size === 0 || offset + size > allocation.size) throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocation.size} bytes)`);
     const { count, list } = waitList(o.waitFor as Event[] | undefined);
-    const pointer = offsetPointer(allocation.pointer(), offset);
+    const pointer = offsetPointer(allocation[svmPointer](), offset);
     const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMap", map(handle, 0, flags, pointer, size, count, list, eventOut) as number);
-    const event = this.command();
+    const event = this[newCommand]();
     // Counts as a use until the unmap completes (see SVMMapping.unmap).
-    allocation.use();
+    allocation[useSVM]();
     return new SVMMapping(this, allocation, pointer, offset, size, event);
   }
 
@@ -570,7 +571,7 @@ export class CommandQueue {
 
   /** Copies between buffers (clEnqueueCopyBuffer). */
   enqueueCopyBuffer(src: Buffer, dst: Buffer, options?: CopyBufferOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const s = this.#checkBuffer(src);
     const d = this.#checkBuffer(dst);
     const o = ownOptions(options, ["srcOffset", "dstOffset", "size", "waitFor"] as const, "enqueueCopyBuffer");
@@ -582,44 +583,44 @@ export class CommandQueue {
     checkRange(dst, dstOffset, size);
     const { count, list } = waitList(o.waitFor as Event[] | undefined);
     check("clEnqueueCopyBuffer", opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut));
-    return this.command();
+    return this[newCommand]();
   }
 
   /** Fills a buffer range with a repeated pattern (clEnqueueFillBuffer); see `enqueueSVMMemFill`. */
   enqueueFillBuffer(buffer: Buffer, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const mem = this.#checkBuffer(buffer);
     const bytes = patternBytes(pattern);
     const { offset, size, waitFor } = fillRange(options, buffer.size, bytes.byteLength, "enqueueFillBuffer");
     const { count, list } = waitList(waitFor);
     const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
     check("clEnqueueFillBuffer", fill(handle, mem, bytes, bytes.byteLength, offset, size, count, list, eventOut) as number);
-    return this.command();
+    return this[newCommand]();
   }
 
   /** An event that completes when `waitFor` (default: every command enqueued before) completed. */
   enqueueMarker(options?: { waitFor?: readonly Event[] }): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueMarker");
     const { count, list } = waitList(waitFor as Event[] | undefined);
     const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueMarkerWithWaitList", marker(handle, count, list, eventOut) as number);
-    return this.command();
+    return this[newCommand]();
   }
 
   /** Like `enqueueMarker`, and later commands wait for it too (matters on out-of-order queues). */
   enqueueBarrier(options?: { waitFor?: readonly Event[] }): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueBarrier");
     const { count, list } = waitList(waitFor as Event[] | undefined);
     const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueBarrierWithWaitList", barrier(handle, count, list, eventOut) as number);
-    return this.command();
+    return this[newCommand]();
   }
 
   /** @internal Wraps the cl_event the enqueue call just wrote, numbered for completion tracking. */
-  command(after?: CallbackOutcome): Event {
-    return eventFrom(eventOut, this.context, after).track(this.#tracker, ++this.#seq);
+  [newCommand](after?: CallbackOutcome): Event {
+    return eventFrom(eventOut, this.context, after)[trackCommand](this.#tracker, ++this.#seq);
   }
 
   /**
@@ -628,12 +629,12 @@ export class CommandQueue {
    * covers the command does the queue arm a completion callback (a driver-thread callback costs
    * the JS thread, and on Deno and Node the driver thread, ~15 us).
    */
-  pin(event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
+  [pinCommand](event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
     const seq = this.#seq;
-    if (svm !== undefined) for (let i = 0; i < svm.length; i++) svm[i].use();
+    if (svm !== undefined) for (let i = 0; i < svm.length; i++) svm[i][useSVM]();
     if (this.#pins.push({ seq, svm, host }) === 1) busy.add(this);
     const s = opencl().symbols;
-    const handle = event.handle();
+    const handle = event[liveHandle]();
     check("clRetainEvent", s.clRetainEvent(handle));
     if (this.#newest !== null) s.clReleaseEvent(this.#newest);
     this.#newest = handle;
@@ -642,7 +643,7 @@ export class CommandQueue {
   }
 
   /** @internal Every command up to number `seq` completed (or, `known` false, may not have). */
-  completedThrough(seq: number, known: boolean): void {
+  [completedThrough](seq: number, known: boolean): void {
     if (known) {
       const pins = this.#pins;
       let n = 0;
@@ -651,7 +652,7 @@ export class CommandQueue {
         const done = pins.splice(0, n);
         for (let i = 0; i < done.length; i++) {
           const svm = done[i].svm;
-          if (svm !== undefined) for (let j = 0; j < svm.length; j++) svm[j].unuse();
+          if (svm !== undefined) for (let j = 0; j < svm.length; j++) svm[j][unuseSVM]();
         }
         if (this.#newest !== null && this.#newestSeq <= seq) {
           opencl().symbols.clReleaseEvent(this.#newest);
@@ -671,7 +672,7 @@ export class CommandQueue {
     },
     waitEnded: (seq, completed) => {
       if (--this.#waits === 0) this.#waitMax = 0;
-      this.completedThrough(seq, completed);
+      this[completedThrough](seq, completed);
     },
   };
 
@@ -711,12 +712,12 @@ export class CommandQueue {
 
   /** Issues the queued commands (clFlush). */
   flush(): void {
-    check("clFlush", opencl().symbols.clFlush(this.handle()));
+    check("clFlush", opencl().symbols.clFlush(this[liveHandle]()));
   }
 
   /** Resolves once every queued command completed and their callbacks (e.g. `onFree`) ran. */
   async finish(): Promise<void> {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const upTo = this.#seq;
     this.#tracker.waitStarted(upTo);
     const call = opencl().async.clFinish(handle) as Promise<number>;
@@ -734,11 +735,11 @@ export class CommandQueue {
 
   /** CL_QUEUE_REFERENCE_COUNT (stale at once: for debugging). */
   get referenceCount(): number {
-    return infoU64("clGetCommandQueueInfo", opencl().symbols.clGetCommandQueueInfo, this.handle(), QueueInfo.REFERENCE_COUNT, 4);
+    return infoU64("clGetCommandQueueInfo", opencl().symbols.clGetCommandQueueInfo, this[liveHandle](), QueueInfo.REFERENCE_COUNT, 4);
   }
 
   retain(): this {
-    check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(this.handle()));
+    check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(this[liveHandle]()));
     this.#refs++;
     return this;
   }
@@ -766,7 +767,7 @@ export class CommandQueue {
 
   /** The raw cl_command_queue. Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }
 
