@@ -8,11 +8,12 @@
  * it are released natively.
  */
 import type { Callback, CallbackDef, LedgerFigures, MemoryLedger, Pointer } from "../../ffi/types.ts";
-import { embreeCallbacks } from "../../ffi/symbols/embree.ts";
+import { embreeCallbacks, LedgerVerdict } from "../../ffi/symbols/embree.ts";
 import { backend } from "../backend.ts";
 import { IdTable, reportCallbackError } from "../callbacks.ts";
 import { EmbreeError } from "../errors.ts";
 import { embree } from "./native.ts";
+import { EmbreeErrorCode } from "./error-codes.ts";
 
 /**
  * Called for every allocation (`bytes > 0`) and deallocation (`bytes < 0`) of a device, before
@@ -86,7 +87,6 @@ function settle(op: Operation): EmbreeError | null {
 
 const states = new IdTable<DeviceState>();
 
-const RTC_ERROR_OUT_OF_MEMORY = 4;
 
 /**
  * The accounts of a backend that runs no native code of its own: every call reaches JS, through
@@ -266,18 +266,18 @@ export class DeviceState {
     }
     // The budget is checked where the figures are, which may be native code.
     const verdict = accounts().apply(this.id, bytes, post, answer);
-    if (verdict === 1) {
+    if (verdict === LedgerVerdict.budgetRefused) {
       const budgetError = this.#budgetRefusal();
       if (!hasCause && budgetError !== undefined) {
         cause = budgetError;
         hasCause = true;
       }
     }
-    if (verdict !== 0 && bytes > 0 && op !== null && !op.hasCause && hasCause) {
+    if (verdict !== LedgerVerdict.allowed && bytes > 0 && op !== null && !op.hasCause && hasCause) {
       op.cause = cause;
       op.hasCause = true;
     }
-    return verdict === 0;
+    return verdict === LedgerVerdict.allowed;
   }
 
   /** The RangeError for the latest budget refusal, if one happened since the last asked for. */
@@ -300,7 +300,7 @@ export class DeviceState {
       op.code = code;
       op.message = message;
       // A refusal settled natively (no JS monitor) reached JS only as this error.
-      if (code === RTC_ERROR_OUT_OF_MEMORY && !op.hasCause) {
+      if (code === EmbreeErrorCode.RTC_ERROR_OUT_OF_MEMORY && !op.hasCause) {
         const budgetError = this.#budgetRefusal();
         if (budgetError !== undefined) {
           op.cause = budgetError;
@@ -374,8 +374,8 @@ export class DeviceState {
     }
     lib.async[fn](handle).then(() => this.drop(), (error) => {
       // Only the backend can fail here (no thread to run the call on): the handle stays alive
-      // natively, so the state stays too; the failure surfaces like a callback's exception.
-      reportCallbackError(error, "memoryMonitor");
+      // natively, so the state stays too. No caller can receive the failure: source "release".
+      reportCallbackError(error, "release");
     });
   }
 

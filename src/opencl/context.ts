@@ -1,10 +1,11 @@
 /** Contexts: the parent of buffers, queues, events and SVM allocations. */
 import type { Pointer } from "../../ffi/types.ts";
 import { envVar } from "../backend.ts";
-import { inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { ContextInfo } from "./constants.ts";
-import { check, errcode, infoU64, opencl, pointerArray, symbols } from "./native.ts";
+import { check, errcode, infoU64, opencl, pointerArray, releaseFailed, symbols } from "./native.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import { Buffer, bufferArguments, type BufferOptions } from "./buffer.ts";
 import { UserEvent } from "./event.ts";
 import { Device, getPlatforms } from "./platform.ts";
@@ -23,10 +24,8 @@ const net = new SafetyNet<Pointer>(releaseContext);
  */
 export function releaseContext(handle: Pointer | null): void {
   opencl().async.clReleaseContext(handle).then(
-    (status) => {
-      if (status !== 0) reportCallbackError(new OpenCLError("clReleaseContext", status as number), "release");
-    },
-    (error) => reportCallbackError(error, "release"),
+    (status) => releaseFailed("clReleaseContext", status as number),
+    (error) => releaseFailed("clReleaseContext", error),
   );
 }
 
@@ -51,10 +50,10 @@ function pick<T extends { name: string }>(items: T[], selector: string, what: st
 export function defaultDevice(): Device {
   const platforms = getPlatforms();
   if (platforms.length === 0) {
-    // The ICD loader is there but found no driver: clGetPlatformIDs reported none (-1001).
+    // The ICD loader is there but found no driver: clGetPlatformIDs reported none.
     throw new OpenCLError(
       "clGetPlatformIDs",
-      -1001,
+      OpenCLStatus.CL_PLATFORM_NOT_FOUND_KHR,
       "no OpenCL platform: the ICD loader found no driver in /etc/OpenCL/vendors (or in $OCL_ICD_VENDORS, or " +
         "$OCL_ICD_FILENAMES when set). Install one: Debian/Ubuntu `apt-get install pocl-opencl-icd` (PoCL, the CPU), " +
         "`intel-opencl-icd`, `mesa-opencl-icd`, or your GPU vendor's driver (NVIDIA's ships its own ICD file)",
@@ -65,7 +64,7 @@ export function defaultDevice(): Device {
   const candidates = platformSelector !== undefined ? [pick(platforms, platformSelector, "platform")] : platforms;
   const devices = candidates.flatMap((p) => p.getDevices());
   if (devices.length === 0) {
-    throw new OpenCLError("clGetDeviceIDs", -1, `no OpenCL device found on ${platforms.length} platform(s); install a driver such as pocl-opencl-icd`);
+    throw new OpenCLError("clGetDeviceIDs", OpenCLStatus.CL_DEVICE_NOT_FOUND, `no OpenCL device found on ${platforms.length} platform(s); install a driver such as pocl-opencl-icd`);
   }
   return deviceSelector !== undefined ? pick(devices, deviceSelector, "device") : devices[0];
 }

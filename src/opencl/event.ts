@@ -6,6 +6,7 @@ import { OpenCLError, ReleasedError } from "../errors.ts";
 import { integer, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray, symbols } from "./native.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { adoptChild, disownChild, liveHandle, trackCommand } from "../internal.ts";
 
@@ -97,15 +98,15 @@ export class Event {
     after?.catch(noop);
     const tracker = this.#tracker;
     tracker?.waitStarted(this.#seq);
-    let status = -1;
+    let status: number | undefined;
     try {
       status = await opencl().async.clWaitForEvents(1, pointerArray([handle])) as number;
     } finally {
-      tracker?.waitEnded(this.#seq, status === 0);
+      tracker?.waitEnded(this.#seq, status === OpenCLStatus.CL_SUCCESS);
       opencl().symbols.clReleaseEvent(handle);
       context[disownChild]();
       // This wait rejects with the native failure; a callback exception still reaches the program.
-      if (status !== 0) after?.catch((error) => reportCallbackError(error, "svmFree"));
+      if (status !== OpenCLStatus.CL_SUCCESS) after?.catch((error) => reportCallbackError(error, "svmFree"));
     }
     check("clWaitForEvents", status);
     await after;

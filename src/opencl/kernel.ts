@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
-import { OpenCLError, ReleasedError } from "../errors.ts";
+import { ReleasedError } from "../errors.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
@@ -277,11 +277,11 @@ export class Kernel {
       if (value instanceof SVMAllocation) {
         const setSVM = clSetKernelArgSVMPointer ??= optionalSymbol("clSetKernelArgSVMPointer", "an OpenCL 2.0 platform");
         const status = setSVM(handle, index, value[svmPointer]()) as number;
-        if (status !== 0) throw new OpenCLError("clSetKernelArgSVMPointer", status, where());
+        check("clSetKernelArgSVMPointer", status, where);
       } else {
         argSlot[0] = value === null ? 0n : backend.address(value[liveHandle]());
         const status = s.clSetKernelArg(handle, index, 8, argSlot);
-        if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
+        check("clSetKernelArg", status, where);
       }
       this.#args[index] = value;
       return this;
@@ -289,7 +289,7 @@ export class Kernel {
     if (value instanceof LocalMemory) {
       if (info !== null && info.address !== KernelArgAddress.LOCAL) throw new TypeError(`${where()} is not a __local pointer: cl.local() does not fit it`);
       const status = s.clSetKernelArg(handle, index, value.size, null);
-      if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
+      check("clSetKernelArg", status, where);
       this.#args[index] = undefined;
       return this;
     }
@@ -316,7 +316,7 @@ export class Kernel {
       throw new TypeError(`${where()} is a pointer: it takes a cl.Buffer, a cl.SVMAllocation, null or cl.local(), not a value`);
     }
     const status = s.clSetKernelArg(handle, index, bytes.byteLength, bytes);
-    if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
+    check("clSetKernelArg", status, where);
     this.#args[index] = undefined;
     return this;
   }

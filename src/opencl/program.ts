@@ -5,6 +5,7 @@ import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { ProgramBuildInfo, ProgramInfo } from "./constants.ts";
 import { check, errcode, infoString, infoU64, opencl, pointerArray } from "./native.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 import { Kernel } from "./kernel.ts";
@@ -87,7 +88,7 @@ export class Program {
       });
       list = devices;
     }
-    if (this.#building) throw new OpenCLError("clBuildProgram", -59, "a build of this program is already running");
+    if (this.#building) throw new OpenCLError("clBuildProgram", OpenCLStatus.CL_INVALID_OPERATION, "a build of this program is already running");
     const ids = list === undefined ? null : pointerArray(list.map((d) => d.unsafeHandle));
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
@@ -100,7 +101,7 @@ export class Program {
       this.#building = false;
     }
     try {
-      if (status !== 0) {
+      if (status !== OpenCLStatus.CL_SUCCESS) {
         const logs = (list ?? [...this.context.devices]).map((device) => ({ device, log: buildLog(handle, device) }));
         const detail = logs.map((l) => `[${l.device.name}]\n${l.log.trim()}`).join("\n");
         const error = new OpenCLError("clBuildProgram", status, detail);

@@ -1,11 +1,12 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import { type CallbackOutcome, defer, IdTable, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { type CallbackOutcome, defer, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { callable, integer, keys, memory, options as checkOptions, own, show } from "../check.ts";
-import { QueueInfo } from "./constants.ts";
-import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
+import { ExecutionStatus, QueueInfo } from "./constants.ts";
+import { OpenCLStatus } from "./status-codes.ts";
+import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, releaseFailed, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { type CommandTracker, Event, eventFrom, waitList } from "./event.ts";
 import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline, watchFailure } from "./svm.ts";
@@ -26,11 +27,11 @@ function releaseQueue(handle: Pointer, context: Context): void {
   opencl().async.clReleaseCommandQueue(handle).then(
     (status) => {
       context[disownChild]();
-      if (status !== 0) reportCallbackError(new OpenCLError("clReleaseCommandQueue", status as number), "release");
+      releaseFailed("clReleaseCommandQueue", status as number);
     },
     (error) => {
       context[disownChild]();
-      reportCallbackError(error, "release");
+      releaseFailed("clReleaseCommandQueue", error);
     },
   );
 }
@@ -436,10 +437,8 @@ export class CommandQueue {
     const pointers = given.map((a) => a[svmPointer]());
     const { id, outcome } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
     const status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
-    if (status !== 0) {
-      abandonFree(id);
-      throw new OpenCLError("clEnqueueSVMFree", status);
-    }
+    if (status !== OpenCLStatus.CL_SUCCESS) abandonFree(id);
+    check("clEnqueueSVMFree", status);
     for (const a of given) a[surrender]();
     this.#track(outcome.done);
     if (count > 0) watchFailure(id, eventOut);
@@ -694,12 +693,12 @@ export class CommandQueue {
     const handle = this.#newest;
     this.#newest = null; // the armed entry owns this reference now
     const id = armed.add({ queue: this, seq: newest, handle });
-    const status = opencl().symbols.clSetEventCallback(handle, 0 /* CL_COMPLETE */, completedTrampoline(), id) as number;
-    if (status !== 0) {
+    const status = opencl().symbols.clSetEventCallback(handle, ExecutionStatus.COMPLETE, completedTrampoline(), id) as number;
+    if (status !== OpenCLStatus.CL_SUCCESS) {
       armed.delete(id);
       opencl().symbols.clReleaseEvent(handle);
-      throw new OpenCLError("clSetEventCallback", status);
     }
+    check("clSetEventCallback", status);
     this.#armedSeq = newest;
   };
 
@@ -723,11 +722,11 @@ export class CommandQueue {
     const call = opencl().async.clFinish(handle) as Promise<number>;
     // release() waits for it: the queue must not be released under a clFinish still running.
     this.#track(call);
-    let status = -1;
+    let status: number | undefined;
     try {
       status = await call;
     } finally {
-      this.#tracker.waitEnded(upTo, status === 0);
+      this.#tracker.waitEnded(upTo, status === OpenCLStatus.CL_SUCCESS);
     }
     check("clFinish", status);
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);

@@ -6,6 +6,7 @@ import { CallbackOutcome, defer, finalizerState, IdTable, inRegistry, owe, paid,
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { EventInfo, MemFlags } from "./constants.ts";
 import { infoU32, opencl, optionalSymbol } from "./native.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import { type Access, accessFlags } from "./buffer.ts";
 import { boolean, integer, keys, member, options as checkOptions, own } from "../check.ts";
 import type { Context } from "./context.ts";
@@ -50,7 +51,7 @@ function checkDevices(context: Context, size: number, fineGrain: boolean, atomic
     const missing = !caps.coarseGrainBuffer ? "shared virtual memory"
       : fineGrain && !caps.fineGrainBuffer ? "fine-grain SVM buffers"
       : atomics && !caps.atomics ? "SVM atomics" : undefined;
-    if (missing) throw new OpenCLError("clSVMAlloc", -59, `device "${device.name}" does not support ${missing} (CL_DEVICE_SVM_CAPABILITIES)`);
+    if (missing) throw new OpenCLError("clSVMAlloc", OpenCLStatus.CL_INVALID_OPERATION, `device "${device.name}" does not support ${missing} (CL_DEVICE_SVM_CAPABILITIES)`);
     if (size > device.maxMemAllocSize) {
       throw new RangeError(`SVM size ${size} exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE (${device.maxMemAllocSize}) of "${device.name}"`);
     }
@@ -110,7 +111,7 @@ export class SVMAllocation {
     const pointer = clSVMAlloc(context[liveHandle](), flags, size, alignment) as Pointer | null;
     if (pointer === null) {
       // clSVMAlloc reports no code; after the checks above, NULL means the allocation itself failed.
-      throw new OpenCLError("clSVMAlloc", -4, `returned NULL for ${size} bytes (it gives no error code)`);
+      throw new OpenCLError("clSVMAlloc", OpenCLStatus.CL_MEM_OBJECT_ALLOCATION_FAILURE, `returned NULL for ${size} bytes (it gives no error code)`);
     }
     this.#pointer = pointer;
     this.context = context;
@@ -286,7 +287,7 @@ export function watchFailure(id: number, eventSlot: BigUint64Array): void {
   const entry = pendingFrees.get(id);
   const event = backend.fromAddress(eventSlot[0]);
   if (entry === undefined || event === null) return;
-  if (opencl().symbols.clRetainEvent(event) !== 0) return;
+  if (opencl().symbols.clRetainEvent(event) !== OpenCLStatus.CL_SUCCESS) return;
   watched.push({ id, entry, event });
   poll ??= setInterval(pollFailures, POLL_MS);
 }
