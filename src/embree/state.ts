@@ -62,7 +62,7 @@ interface Operation {
 }
 
 function operation(fn: string): Operation {
-  return { fn, code: 0, message: "", cause: undefined, hasCause: false, thrown: null };
+  return { fn, code: EmbreeErrorCode.RTC_ERROR_NONE as number, message: "", cause: undefined, hasCause: false, thrown: null };
 }
 
 /**
@@ -71,7 +71,7 @@ function operation(fn: string): Operation {
  * again (the same value) is one exception.
  */
 function settle(op: Operation): EmbreeError | null {
-  const error = op.code !== 0 ? errorOf(op) : null;
+  const error = op.code !== EmbreeErrorCode.RTC_ERROR_NONE ? errorOf(op) : null;
   const thrown = op.thrown;
   if (thrown !== null) {
     const seen = new Set<unknown>();
@@ -296,7 +296,7 @@ export class DeviceState {
     const op = this.#syncOp ?? this.#commitOp;
     if (op === null) {
       this.lastUnclaimedError = new EmbreeError("(no operation)", code, message);
-    } else if (op.code === 0) {
+    } else if (op.code === EmbreeErrorCode.RTC_ERROR_NONE) {
       op.code = code;
       op.message = message;
       // A refusal settled natively (no JS monitor) reached JS only as this error.
