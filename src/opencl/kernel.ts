@@ -3,6 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { ReleasedError } from "../errors.ts";
+import { integer, memory } from "../check.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
@@ -57,8 +58,7 @@ export class LocalMemory {
   readonly size: number;
   /** @internal use `cl.local(bytes)`. */
   constructor(size: number) {
-    if (!Number.isSafeInteger(size) || size <= 0) throw new RangeError(`local memory size must be a positive integer number of bytes, got ${size}`);
-    this.size = size;
+    this.size = integer(size, "size_t", "local memory size (bytes)", 1);
     Object.freeze(this);
   }
 }
@@ -300,9 +300,7 @@ export class Kernel {
       }
       bytes = value.bytes;
     } else if (ArrayBuffer.isView(value)) {
-      const buffer = value.buffer as ArrayBuffer & { resizable?: boolean; detached?: boolean };
-      if (buffer.resizable === true) throw new TypeError(`${where()}: a view of a resizable ArrayBuffer is not accepted`);
-      if (buffer.detached === true) throw new TypeError(`${where()}: the view's ArrayBuffer is detached`);
+      memory(value, where(), true);
       if (value.byteLength === 0) throw new RangeError(`${where()}: the view is empty`);
       const expected = info !== null ? typeSize(info.typeName) : undefined;
       if (expected !== undefined && value.byteLength !== expected) {
@@ -456,15 +454,12 @@ export function ndrangeSizes(global: readonly number[], local: readonly number[]
     if (!Array.isArray(offset) || offset.length !== dim) throw new TypeError(`offset must be an array of ${dim} non-negative integer(s), like globalSize`);
     o = new BigUint64Array(new ArrayBuffer(8 * 3));
     for (let i = 0; i < dim; i++) {
-      const v = offset[i];
-      if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`offset[${i}] must be a non-negative integer, got ${String(v)}`);
-      o[i] = BigInt(v);
+      o[i] = BigInt(integer(offset[i], "size_t", `offset[${i}]`));
     }
   }
   return { dim, global: g, local: l, offset: o };
 }
 
 function positive(v: unknown, what: string): number {
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0) throw new RangeError(`${what} must be a positive integer, got ${String(v)}`);
-  return v;
+  return integer(v, "size_t", what, 1);
 }

@@ -3,7 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { type CallbackOutcome, defer, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
 import { openclCallbacks } from "../../ffi/symbols/opencl.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
-import { callable, integer, keys, memory, options as checkOptions, own, show } from "../check.ts";
+import { callable, integer, keys, member, memory, names, options as checkOptions, own, show, sizeOr } from "../check.ts";
 import { ExecutionStatus, QueueInfo } from "./constants.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, releaseFailed, scratchPointers } from "./native.ts";
@@ -58,6 +58,12 @@ export interface SVMFreeOptions {
 
 const transferKeys = keys("offset", "waitFor");
 const svmFreeKeys = keys("onFree", "waitFor");
+const waitForKeys = keys("waitFor");
+const ndrangeKeys = keys("local", "offset", "waitFor");
+const svmCopyKeys = keys("size", "srcOffset", "dstOffset", "waitFor");
+const svmMapKeys = keys("access", "offset", "size", "waitFor");
+const copyBufferKeys = keys("srcOffset", "dstOffset", "size", "waitFor");
+const rangeKeys = keys("offset", "size", "waitFor");
 
 /**
  * A read or write of `view` at `options.offset` of `buffer`, checked: the offset is a size_t, the
@@ -122,40 +128,12 @@ export interface CopyBufferOptions {
   waitFor?: readonly Event[];
 }
 
-const mapFlags: Record<MapAccess, number> = {
+const mapFlags: Readonly<Record<MapAccess, number>> = names({
   read: MapFlags.READ,
   write: MapFlags.WRITE,
   read_write: MapFlags.READ | MapFlags.WRITE,
   write_invalidate: MapFlags.WRITE_INVALIDATE_REGION,
-};
-
-/**
- * An options object's own properties, refusing names it does not know (a typo such as `wiatFor`
- * would otherwise be ignored in silence).
- */
-function ownOptions<K extends string>(value: unknown, names: readonly K[], where: string): { [P in K]?: unknown } {
-  if (value === undefined) return {};
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new TypeError(`${where}: options must be an object`);
-  const out: { [P in K]?: unknown } = {};
-  for (const key of Object.keys(value)) {
-    if (!(names as readonly string[]).includes(key)) throw new TypeError(`${where}: unknown option "${key}" (known: ${names.join(", ")})`);
-    out[key as K] = (value as Record<string, unknown>)[key];
-  }
-  return out;
-}
-
-function byteCount(value: unknown, what: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new RangeError(`${what} must be a non-negative integer, got ${String(value)}`);
-  return value;
-}
-
-/** A host view whose memory a command will read or write after the call returns. */
-function pinnable(view: ArrayBufferView, what: string): void {
-  const buffer = view.buffer as ArrayBuffer & { resizable?: boolean; detached?: boolean; growable?: boolean };
-  if (buffer.resizable === true || buffer.growable === true) throw new TypeError(`${what}: a view of a resizable ArrayBuffer cannot be pinned`);
-  if (buffer.detached === true) throw new TypeError(`${what}: the view's ArrayBuffer is detached`);
-}
+});
 
 function offsetPointer(pointer: Pointer, offset: number): Pointer {
   return offset === 0 ? pointer : backend.fromAddress(backend.address(pointer) + BigInt(offset)) as Pointer;
@@ -244,7 +222,7 @@ export class SVMMapping {
   /** Enqueues clEnqueueSVMUnmap and detaches `arrayBuffer` at once. */
   unmap(options?: { waitFor?: readonly Event[] }): Event {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
-    const { waitFor } = ownOptions(options, ["waitFor"] as const, "unmap");
+    const waitFor = own(checkOptions(options, waitForKeys, "unmap options"), "waitFor");
     const handle = this.#queue[liveHandle]();
     const { count, list } = waitList(waitFor as Event[] | undefined);
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
@@ -267,8 +245,8 @@ export class SVMMapping {
   }
 }
 
+/** `size` bytes at `offset` (both checked size_t values) fit in the buffer. */
 function checkRange(buffer: Buffer, offset: number, size: number): void {
-  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`offset must be a non-negative integer, got ${offset}`);
   if (offset + size > buffer.size) {
     throw new RangeError(`${size} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
   }
@@ -459,9 +437,9 @@ export class CommandQueue {
     if (!(kernel instanceof Kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
     if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
     const k = kernel[liveHandle]();
-    const o = options === undefined ? undefined : ownOptions(options, ["local", "offset", "waitFor"] as const, "enqueueNDRangeKernel");
-    const sizes = ndrangeSizes(globalSize, o?.local as number[] | undefined, o?.offset as number[] | undefined);
-    const { count, list } = waitList(o?.waitFor as Event[] | undefined);
+    const bag = checkOptions(options, ndrangeKeys, "enqueueNDRangeKernel options");
+    const sizes = ndrangeSizes(globalSize, own(bag, "local") as number[] | undefined, own(bag, "offset") as number[] | undefined);
+    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
     const svm = kernel[commandUses]();
     check("clEnqueueNDRangeKernel", opencl().symbols.clEnqueueNDRangeKernel(
       handle, k, sizes.dim, sizes.offset, sizes.global, sizes.local, count, list, eventOut,
@@ -477,16 +455,16 @@ export class CommandQueue {
    */
   enqueueSVMMemcpy(dst: SVMAllocation | ArrayBufferView, src: SVMAllocation | ArrayBufferView, options?: SVMCopyOptions): Event {
     const handle = this[liveHandle]();
-    const o = ownOptions(options, ["size", "srcOffset", "dstOffset", "waitFor"] as const, "enqueueSVMMemcpy");
-    const srcOffset = byteCount(o.srcOffset, "srcOffset", 0);
-    const dstOffset = byteCount(o.dstOffset, "dstOffset", 0);
+    const bag = checkOptions(options, svmCopyKeys, "enqueueSVMMemcpy options");
+    const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
+    const dstOffset = sizeOr(own(bag, "dstOffset"), "dstOffset", 0);
     const side = (x: unknown, what: string, offset: number): { pointer: Pointer; length: number } => {
       if (x instanceof SVMAllocation) {
         if (x.context !== this.context) throw new TypeError(`${what} belongs to another context than this queue`);
         return { pointer: offsetPointer(x[svmPointer](), Math.min(offset, x.size)), length: x.size };
       }
       if (ArrayBuffer.isView(x)) {
-        pinnable(x, what);
+        memory(x, what, true);
         if (x.byteLength === 0) throw new RangeError(`${what} is empty`);
         return { pointer: offsetPointer(backend.pointerOf(x), Math.min(offset, x.byteLength)), length: x.byteLength };
       }
@@ -494,11 +472,11 @@ export class CommandQueue {
     };
     const d = side(dst, "dst", dstOffset);
     const s = side(src, "src", srcOffset);
-    const size = byteCount(o.size, "size", Math.max(s.length - srcOffset, 0));
+    const size = sizeOr(own(bag, "size"), "size", Math.max(s.length - srcOffset, 0));
     if (size === 0) throw new RangeError("enqueueSVMMemcpy: nothing to copy (size 0)");
     if (srcOffset + size > s.length) throw new RangeError(`${size} bytes at srcOffset ${srcOffset} do not fit in src (${s.length} bytes)`);
     if (dstOffset + size > d.length) throw new RangeError(`${size} bytes at dstOffset ${dstOffset} do not fit in dst (${d.length} bytes)`);
-    const { count, list } = waitList(o.waitFor as Event[] | undefined);
+    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d.pointer, s.pointer, size, count, list, eventOut) as number);
     const event = this[newCommand]();
@@ -536,15 +514,13 @@ export class CommandQueue {
     const handle = this[liveHandle]();
     if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
     if (allocation.context !== this.context) throw new TypeError("the allocation belongs to another context than this queue");
-    const o = ownOptions(options, ["access", "offset", "size", "waitFor"] as const, "enqueueSVMMap");
-    const access = (o.access ?? "read_write") as MapAccess;
-    const flags = mapFlags[access];
-    if (flags === undefined || !Object.hasOwn(mapFlags, access)) throw new TypeError(`access must be "read", "write", "read_write" or "write_invalidate", got ${String(o.access)}`);
-    const offset = byteCount(o.offset, "offset", 0);
+    const bag = checkOptions(options, svmMapKeys, "enqueueSVMMap options");
+    const flags = member(mapFlags, own(bag, "access"), "access", mapFlags.read_write);
+    const offset = sizeOr(own(bag, "offset"), "offset", 0);
     if (offset >= allocation.size) throw new RangeError(`offset ${offset} is outside the allocation (${allocation.size} bytes)`);
-    const size = byteCount(o.size, "size", allocation.size - offset);
+    const size = sizeOr(own(bag, "size"), "size", allocation.size - offset);
     if (size === 0 || offset + size > allocation.size) throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocation.size} bytes)`);
-    const { count, list } = waitList(o.waitFor as Event[] | undefined);
+    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
     const pointer = offsetPointer(allocation[svmPointer](), offset);
     const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMap", map(handle, 0, flags, pointer, size, count, list, eventOut) as number);
@@ -573,14 +549,14 @@ export class CommandQueue {
     const handle = this[liveHandle]();
     const s = this.#checkBuffer(src);
     const d = this.#checkBuffer(dst);
-    const o = ownOptions(options, ["srcOffset", "dstOffset", "size", "waitFor"] as const, "enqueueCopyBuffer");
-    const srcOffset = byteCount(o.srcOffset, "srcOffset", 0);
-    const dstOffset = byteCount(o.dstOffset, "dstOffset", 0);
-    const size = byteCount(o.size, "size", Math.max(src.size - srcOffset, 0));
+    const bag = checkOptions(options, copyBufferKeys, "enqueueCopyBuffer options");
+    const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
+    const dstOffset = sizeOr(own(bag, "dstOffset"), "dstOffset", 0);
+    const size = sizeOr(own(bag, "size"), "size", Math.max(src.size - srcOffset, 0));
     if (size === 0) throw new RangeError("enqueueCopyBuffer: nothing to copy (size 0)");
     checkRange(src, srcOffset, size);
     checkRange(dst, dstOffset, size);
-    const { count, list } = waitList(o.waitFor as Event[] | undefined);
+    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
     check("clEnqueueCopyBuffer", opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut));
     return this[newCommand]();
   }
@@ -600,7 +576,7 @@ export class CommandQueue {
   /** An event that completes when `waitFor` (default: every command enqueued before) completed. */
   enqueueMarker(options?: { waitFor?: readonly Event[] }): Event {
     const handle = this[liveHandle]();
-    const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueMarker");
+    const waitFor = own(checkOptions(options, waitForKeys, "enqueueMarker options"), "waitFor");
     const { count, list } = waitList(waitFor as Event[] | undefined);
     const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueMarkerWithWaitList", marker(handle, count, list, eventOut) as number);
@@ -610,7 +586,7 @@ export class CommandQueue {
   /** Like `enqueueMarker`, and later commands wait for it too (matters on out-of-order queues). */
   enqueueBarrier(options?: { waitFor?: readonly Event[] }): Event {
     const handle = this[liveHandle]();
-    const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueBarrier");
+    const waitFor = own(checkOptions(options, waitForKeys, "enqueueBarrier options"), "waitFor");
     const { count, list } = waitList(waitFor as Event[] | undefined);
     const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueBarrierWithWaitList", barrier(handle, count, list, eventOut) as number);
@@ -775,7 +751,7 @@ function patternBytes(pattern: TypedValue | ArrayBufferView): ArrayBufferView {
   let bytes: ArrayBufferView;
   if (pattern instanceof TypedValue) bytes = pattern.bytes;
   else if (ArrayBuffer.isView(pattern)) {
-    pinnable(pattern, "pattern");
+    memory(pattern, "pattern", true);
     bytes = pattern;
   } else throw new TypeError("a fill pattern is a typed value such as cl.float(0) or an ArrayBufferView");
   const n = bytes.byteLength;
@@ -784,11 +760,11 @@ function patternBytes(pattern: TypedValue | ArrayBufferView): ArrayBufferView {
 }
 
 function fillRange(options: RangeOptions | undefined, total: number, unit: number, where: string): { offset: number; size: number; waitFor: Event[] | undefined } {
-  const o = ownOptions(options, ["offset", "size", "waitFor"] as const, where);
-  const offset = byteCount(o.offset, "offset", 0);
-  const size = byteCount(o.size, "size", Math.max(total - offset, 0));
+  const bag = checkOptions(options, rangeKeys, `${where} options`);
+  const offset = sizeOr(own(bag, "offset"), "offset", 0);
+  const size = sizeOr(own(bag, "size"), "size", Math.max(total - offset, 0));
   if (size === 0) throw new RangeError(`${where}: nothing to fill (size 0)`);
   if (offset % unit !== 0 || size % unit !== 0) throw new RangeError(`${where}: offset (${offset}) and size (${size}) must be multiples of the pattern size (${unit})`);
   if (offset + size > total) throw new RangeError(`${where}: ${size} bytes at offset ${offset} do not fit in ${total} bytes`);
-  return { offset, size, waitFor: o.waitFor as Event[] | undefined };
+  return { offset, size, waitFor: own(bag, "waitFor") as Event[] | undefined };
 }
