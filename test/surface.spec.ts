@@ -25,7 +25,7 @@ const exportsList = {
   rtc: ["Device", "DeviceProperty", "Scene", "load", "monitorDiagnostics", "newDevice", "version"],
 };
 
-/** Own string-named properties of each class's prototype (methods, getters), less `constructor`. */
+/** String-named properties of each class's prototype chain (methods, getters), less `constructor` and what Object and Error define. */
 const prototypes: Record<string, readonly string[]> = {
   "cl.Buffer": ["alive", "destroyed", "hostPointer", "referenceCount", "release", "retain", "setDestructorCallback", "unsafeHandle"],
   "cl.CommandQueue": [
@@ -52,7 +52,7 @@ const prototypes: Record<string, readonly string[]> = {
   "cl.SVMAllocation": ["address", "alive", "arrayBuffer", "commandsInFlight", "release"],
   "cl.SVMMapping": ["arrayBuffer", "mapped", "unmap"],
   "cl.TypedValue": [],
-  "cl.UserEvent": ["setStatus"],
+  "cl.UserEvent": ["alive", "commandType", "release", "retain", "setStatus", "status", "unsafeHandle", "wait"],
   "rtc.Device": [
     "alive", "getProperty", "memory", "memoryBudget", "newScene", "release", "retain", "setMemoryBudget", "setMemoryMonitorFunction",
     "unsafeHandle",
@@ -106,6 +106,13 @@ function classes(): [string, new (...args: never[]) => unknown][] {
   return out;
 }
 
+/** The prototypes a class's instances inherit from, up to the built-in ones. */
+function chain(cls: new (...args: never[]) => unknown): object[] {
+  const out: object[] = [];
+  for (let p = cls.prototype as object | null; p !== null && p !== Object.prototype && p !== Error.prototype; p = Object.getPrototypeOf(p)) out.push(p);
+  return out;
+}
+
 function checkSymbols(where: string, object: object): void {
   for (const symbol of Object.getOwnPropertySymbols(object)) {
     assert.ok(allowedSymbols.has(symbol), `${where} has ${String(symbol)}, which is neither Symbol.dispose nor one of src/internal.ts`);
@@ -127,10 +134,10 @@ describe("public surface", () => {
       internalNames.add(name);
     }
     for (const [name, cls] of found) {
-      const members = Object.getOwnPropertyNames(cls.prototype).filter((n) => n !== "constructor").sort();
+      const members = [...new Set(chain(cls).flatMap((p) => Object.getOwnPropertyNames(p)))].filter((n) => n !== "constructor").sort();
       for (const member of members) assert.ok(!internalNames.has(member), `${name}.prototype.${member} is internal: key it with a symbol of src/internal.ts`);
       assert.deepEqual(members, prototypes[name], `public members of ${name}`);
-      checkSymbols(`${name}.prototype`, cls.prototype);
+      for (const p of chain(cls)) checkSymbols(`${name}'s prototype chain`, p);
       const statics = Object.getOwnPropertyNames(cls).filter((n) => !["length", "name", "prototype"].includes(n));
       assert.deepEqual(statics, [], `static members of ${name}`);
     }

@@ -1,18 +1,22 @@
 /** Events: what a queued command returns, to wait on or to chain with `waitFor`. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { type CallbackOutcome, finalizerState, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
-import { OpenCLError, ReleasedError } from "../errors.ts";
+import { type CallbackOutcome, reportCallbackError } from "../callbacks.ts";
+import { OpenCLError } from "../errors.ts";
 import { integer, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray, symbols } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
+import { childKind, ContextChild } from "./child.ts";
 import { adoptChild, disownChild, liveHandle, trackCommand } from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-  opencl().symbols.clReleaseEvent(handle);
-  context[disownChild]();
+const kind = childKind({
+  name: "Event",
+  retainFn: "clRetainEvent",
+  releaseFn: "clReleaseEvent",
+  retain: (handle) => symbols.clRetainEvent(handle),
+  release: (handle) => symbols.clReleaseEvent(handle),
 });
 
 /**
@@ -34,40 +38,17 @@ export interface CommandTracker {
  * const event = queue.enqueueSVMFree(allocs, { onFree: () => console.log("freed") });
  * await event.wait(); // the command completed and onFree ran
  */
-export class Event {
-  #handle: Pointer | null;
-  #refs = 1;
+export class Event extends ContextChild {
   /** JS-side work that completes the command from the program's point of view (e.g. `onFree`). */
   #after: CallbackOutcome | undefined;
-  /** Resolves with the final execution status (CL_COMPLETE or a negative error) once OpenCL says so. */
-  #completed: Promise<number> | undefined;
   /** The queue whose command this is, and the command's number there. */
   #tracker: CommandTracker | undefined;
   #seq = 0;
-  readonly context: Context;
-  [inRegistry] = false;
 
   /** @internal made by queues and contexts. */
   constructor(handle: Pointer, context: Context, after?: CallbackOutcome) {
-    this.#handle = handle;
+    super(handle, context, kind);
     this.#after = after;
-    this.context = context;
-    context[adoptChild]();
-    net.add(this);
-  }
-
-  [finalizerState](): { handle: Pointer; context: Context } {
-    return { handle: this.#handle!, context: this.context };
-  }
-
-  get alive(): boolean {
-    return this.#handle !== null;
-  }
-
-  /** @internal */
-  [liveHandle](): Pointer {
-    if (this.#handle === null) throw new ReleasedError("Event");
-    return this.#handle;
   }
 
   /** CL_EVENT_COMMAND_TYPE, e.g. `cl.CommandType.SVM_FREE` (0x1209). */
@@ -117,36 +98,6 @@ export class Event {
     this.#tracker = tracker;
     this.#seq = seq;
     return this;
-  }
-
-  /** Adds a reference (clRetainEvent); each `retain()` needs its own `release()`. */
-  retain(): this {
-    check("clRetainEvent", opencl().symbols.clRetainEvent(this[liveHandle]()));
-    this.#refs++;
-    return this;
-  }
-
-  /** Drops a reference; the last one releases the cl_event. A further call does nothing. */
-  release(): void {
-    const handle = this.#handle;
-    if (handle === null) return;
-    const last = --this.#refs === 0;
-    if (last) {
-      this.#handle = null;
-      net.remove(this);
-    }
-    const status = symbols.clReleaseEvent(handle);
-    if (last) this.context[disownChild]();
-    check("clReleaseEvent", status);
-  }
-
-  [Symbol.dispose](): void {
-    this.release();
-  }
-
-  /** The raw cl_event. Unsafe: invalid after release. */
-  get unsafeHandle(): Pointer {
-    return this[liveHandle]();
   }
 }
 

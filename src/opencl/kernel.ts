@@ -1,21 +1,23 @@
 /** Kernels (cl_kernel), their arguments, and the typed scalar and vector values they take. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { ReleasedError } from "../errors.ts";
 import { integer, memory } from "../check.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { SVMAllocation } from "./svm.ts";
-import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
-import { adoptChild, commandUses, disownChild, liveHandle, svmPointer } from "../internal.ts";
+import { commandUses, lastRelease, liveHandle, svmPointer } from "../internal.ts";
+import { childKind, ContextChild } from "./child.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-  opencl().symbols.clReleaseKernel(handle);
-  context[disownChild]();
+const kind = childKind({
+  name: "Kernel",
+  retainFn: "clRetainKernel",
+  releaseFn: "clReleaseKernel",
+  retain: (handle) => opencl().symbols.clRetainKernel(handle),
+  release: (handle) => opencl().symbols.clReleaseKernel(handle),
 });
 
 // --- typed values --------------------------------------------------------------------------------
@@ -164,51 +166,33 @@ let clSetKernelArgSVMPointer: ((...args: unknown[]) => unknown) | undefined;
  * kernel.setArg(0, a).setArg(1, b).setArg(2, cl.uint(n));
  * await queue.enqueueNDRangeKernel(kernel, [n]).wait();
  */
-export class Kernel {
-  #handle: Pointer | null;
-  #refs = 1;
+export class Kernel extends ContextChild {
   /** The memory objects set as arguments: checked alive at enqueue, pinned by commands. */
   #args: unknown[];
   #argInfo: (ArgInfo | null)[] | undefined;
   #svmPointers: SVMAllocation[] = [];
   readonly program: Program;
-  readonly context: Context;
   /** CL_KERNEL_FUNCTION_NAME. */
   readonly name: string;
   /** CL_KERNEL_NUM_ARGS. */
   readonly numArgs: number;
-  [inRegistry] = false;
 
   /** @internal use `program.createKernel()`. */
   constructor(program: Program, handle: Pointer) {
     const info = opencl().symbols.clGetKernelInfo;
+    let name: string, numArgs: number;
     try {
-      this.name = infoString("clGetKernelInfo", info, handle, KernelInfo.FUNCTION_NAME);
-      this.numArgs = infoU32("clGetKernelInfo", info, handle, KernelInfo.NUM_ARGS);
+      name = infoString("clGetKernelInfo", info, handle, KernelInfo.FUNCTION_NAME);
+      numArgs = infoU32("clGetKernelInfo", info, handle, KernelInfo.NUM_ARGS);
     } catch (error) {
       opencl().symbols.clReleaseKernel(handle);
       throw error;
     }
-    this.#handle = handle;
+    super(handle, program.context, kind);
+    this.name = name;
+    this.numArgs = numArgs;
     this.program = program;
-    this.context = program.context;
-    this.#args = new Array(this.numArgs).fill(undefined);
-    this.context[adoptChild]();
-    net.add(this);
-  }
-
-  [finalizerState](): { handle: Pointer; context: Context } {
-    return { handle: this.#handle!, context: this.context };
-  }
-
-  get alive(): boolean {
-    return this.#handle !== null;
-  }
-
-  /** @internal */
-  [liveHandle](): Pointer {
-    if (this.#handle === null) throw new ReleasedError("Kernel");
-    return this.#handle;
+    this.#args = new Array(numArgs).fill(undefined);
   }
 
   /** Per-argument driver info, queried once; null entries where the driver gives none. */
@@ -266,7 +250,7 @@ export class Kernel {
    */
   setArg(index: number, value: KernelArg): this {
     this.#checkIndex(index);
-    const handle = this.#handle!;
+    const handle = this[liveHandle]();
     const info = this.#info(index);
     const where = () => `kernel "${this.name}" argument ${index}${info !== null ? ` (${info.typeName} ${info.name})` : ""}`;
     const s = opencl().symbols;
@@ -390,38 +374,10 @@ export class Kernel {
     return infoU64("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this[liveHandle](), param);
   }
 
-  retain(): this {
-    check("clRetainKernel", opencl().symbols.clRetainKernel(this[liveHandle]()));
-    this.#refs++;
-    return this;
-  }
-
-  /**
-   * Drops a reference. Commands already enqueued with it still run: OpenCL keeps the kernel (and
-   * its program) until they complete.
-   */
-  release(): void {
-    const handle = this.#handle;
-    if (handle === null) return;
-    const last = --this.#refs === 0;
-    if (last) {
-      this.#handle = null;
-      this.#args = [];
-      this.#svmPointers = [];
-      net.remove(this);
-    }
-    const status = opencl().symbols.clReleaseKernel(handle);
-    if (last) this.context[disownChild]();
-    check("clReleaseKernel", status);
-  }
-
-  [Symbol.dispose](): void {
-    this.release();
-  }
-
-  /** The raw cl_kernel. Unsafe: invalid after release. */
-  get unsafeHandle(): Pointer {
-    return this[liveHandle]();
+  /** Commands already enqueued with it still run: OpenCL keeps the kernel (and its program) until they complete. */
+  override [lastRelease](): void {
+    this.#args = [];
+    this.#svmPointers = [];
   }
 }
 

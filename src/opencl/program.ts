@@ -1,19 +1,22 @@
 /** Programs (cl_program): built from source off the JS thread, with the build log on failure. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
-import { OpenCLError, ReleasedError } from "../errors.ts";
+import { OpenCLError } from "../errors.ts";
 import { ProgramBuildInfo, ProgramInfo } from "./constants.ts";
 import { check, errcode, infoString, infoU64, opencl, pointerArray } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
+import { childKind, ContextChild } from "./child.ts";
 import type { Device } from "./platform.ts";
 import { Kernel } from "./kernel.ts";
 import { adoptChild, disownChild, liveHandle } from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-  opencl().symbols.clReleaseProgram(handle);
-  context[disownChild]();
+const kind = childKind({
+  name: "Program",
+  retainFn: "clRetainProgram",
+  releaseFn: "clReleaseProgram",
+  retain: (handle) => opencl().symbols.clRetainProgram(handle),
+  release: (handle) => opencl().symbols.clReleaseProgram(handle),
 });
 
 /** What a failed build leaves per device. */
@@ -26,19 +29,16 @@ const encoder = new TextEncoder();
 
 /**
  * A program made from OpenCL C source. `build()` compiles it on a backend thread, so the JS
- * thread stays free; kernels come from a built program.
+ * thread stays free; kernels come from a built program. Kernels made from it keep the native
+ * program alive after `release()` (OpenCL retains it for them), and so do commands that use them.
  * @example
  * using program = ctx.createProgram("__kernel void twice(__global float *x) { x[get_global_id(0)] *= 2; }");
  * await program.build("-cl-std=CL2.0");
  * using kernel = program.createKernel("twice");
  */
-export class Program {
-  #handle: Pointer | null;
-  #refs = 1;
+export class Program extends ContextChild {
   /** A build is running: OpenCL refuses a second one on the same program (CL_INVALID_OPERATION). */
   #building = false;
-  readonly context: Context;
-  [inRegistry] = false;
 
   /** @internal use `ctx.createProgram()`. */
   constructor(context: Context, source: string) {
@@ -50,24 +50,7 @@ export class Program {
     lengths[0] = BigInt(bytes.byteLength);
     const handle = opencl().symbols.clCreateProgramWithSource(context[liveHandle](), 1, strings, lengths, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateProgramWithSource", errcode[0]);
-    this.#handle = handle;
-    this.context = context;
-    context[adoptChild]();
-    net.add(this);
-  }
-
-  [finalizerState](): { handle: Pointer; context: Context } {
-    return { handle: this.#handle!, context: this.context };
-  }
-
-  get alive(): boolean {
-    return this.#handle !== null;
-  }
-
-  /** @internal */
-  [liveHandle](): Pointer {
-    if (this.#handle === null) throw new ReleasedError("Program");
-    return this.#handle;
+    super(handle, context, kind);
   }
 
   /**
@@ -168,38 +151,6 @@ export class Program {
     const kernels: Kernel[] = [];
     for (let i = 0; i < count[0]; i++) kernels.push(new Kernel(this, backend.fromAddress(list[i]) as Pointer));
     return kernels;
-  }
-
-  retain(): this {
-    check("clRetainProgram", opencl().symbols.clRetainProgram(this[liveHandle]()));
-    this.#refs++;
-    return this;
-  }
-
-  /**
-   * Drops a reference. Kernels made from it keep the native program alive (OpenCL retains it for
-   * them), and so do commands that use those kernels.
-   */
-  release(): void {
-    const handle = this.#handle;
-    if (handle === null) return;
-    const last = --this.#refs === 0;
-    if (last) {
-      this.#handle = null;
-      net.remove(this);
-    }
-    const status = opencl().symbols.clReleaseProgram(handle);
-    if (last) this.context[disownChild]();
-    check("clReleaseProgram", status);
-  }
-
-  [Symbol.dispose](): void {
-    this.release();
-  }
-
-  /** The raw cl_program. Unsafe: invalid after release. */
-  get unsafeHandle(): Pointer {
-    return this[liveHandle]();
   }
 }
 
