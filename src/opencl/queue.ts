@@ -317,14 +317,7 @@ export class CommandQueue {
    * the command completes: do not transfer its ArrayBuffer before then.
    */
   enqueueWriteBuffer(buffer: Buffer, data: ArrayBufferView, options?: TransferOptions): Event {
-    const handle = this[liveHandle]();
-    const mem = this.#checkBuffer(buffer);
-    const { offset, host, waitFor } = transfer(buffer, data, options, "data");
-    const { count, list } = waitList(waitFor);
-    check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
-    const event = this[newCommand]();
-    this[pinCommand](event, undefined, host); // `data` stays pinned until the command completed
-    return event;
+    return this.#enqueueTransfer("clEnqueueWriteBuffer", buffer, data, options, "data");
   }
 
   /**
@@ -332,11 +325,16 @@ export class CommandQueue {
    * not transfer its ArrayBuffer before then).
    */
   enqueueReadBuffer(buffer: Buffer, target: ArrayBufferView, options?: TransferOptions): Event {
+    return this.#enqueueTransfer("clEnqueueReadBuffer", buffer, target, options, "target");
+  }
+
+  /** A non-blocking read or write: the host memory stays pinned until the command completed. */
+  #enqueueTransfer(fn: "clEnqueueReadBuffer" | "clEnqueueWriteBuffer", buffer: Buffer, view: ArrayBufferView, options: TransferOptions | undefined, what: string): Event {
     const handle = this[liveHandle]();
     const mem = this.#checkBuffer(buffer);
-    const { offset, host, waitFor } = transfer(buffer, target, options, "target");
+    const { offset, host, waitFor } = transfer(buffer, view, options, what);
     const { count, list } = waitList(waitFor);
-    check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
+    check(fn, opencl().symbols[fn](handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
     const event = this[newCommand]();
     this[pinCommand](event, undefined, host);
     return event;
