@@ -14,7 +14,7 @@
  *   raw via memlife binding  the same two calls through memlife's own bindings (`opencl().symbols`,
  *                            and `unguarded` for the release, as Buffer.release() without a destructor)
  *   + Buffer object          raw calls + `new Buffer(...)` + `buf.release()` (object, safety net, checks)
- *   createBuffer + release   the public API: adds argument checks (`bufferArguments`) and `ctx.handle()`
+ *   createBuffer + release   the public API: adds argument checks (`bufferArguments`) and the context's handle check
  *   safety net alone         SafetyNet.add + remove on a plain object (no native call)
  *   bufferArguments alone    the argument checks (no native call)
  * and the same for an SVM allocation freed through the queue (svmAlloc + enqueueSVMFree + event
@@ -31,6 +31,7 @@ import { cl } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
 import { SafetyNet, inRegistry } from "../src/callbacks.ts";
 import { bufferArguments } from "../src/opencl/buffer.ts";
+import { surrender } from "../src/internal.ts";
 import { openclSymbols } from "../ffi/symbols/opencl.ts";
 import type { Pointer } from "../ffi/types.ts";
 import { type Entry, measureAll, settler } from "./measure.ts";
@@ -107,8 +108,8 @@ const svmEntries: Entry[] = [
     spin(1);
     rawFree(fast.clSVMAlloc(context, rw, wideSize, 0)!);
   })],
-  ["+ SVMAllocation", svm(() => rawFree(ctx.svmAlloc(size).surrender()))],
-  ["+ Event object", svm(() => new cl.Event(rawEnqueueFree(ctx.svmAlloc(size).surrender()), ctx).release())],
+  ["+ SVMAllocation", svm(() => rawFree(ctx.svmAlloc(size)[surrender]()))],
+  ["+ Event object", svm(() => new cl.Event(rawEnqueueFree(ctx.svmAlloc(size)[surrender]()), ctx).release())],
   ["svmAlloc + enqueueSVMFree", svm(() => queue.enqueueSVMFree([ctx.svmAlloc(size)]).release())],
 ].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
 

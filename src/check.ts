@@ -152,3 +152,8 @@ export function callable<F>(value: unknown, what: string, shape: string): F {
   if (typeof value !== "function") throw new TypeError(`${what} must be a function ${shape}, got ${show(value)}`);
   return value as F;
 }
+
+/** An optional size_t (an offset, a byte count): `fallback` when undefined, else checked as `integer` does. */
+export function sizeOr(value: unknown, what: string, fallback: number): number {
+  return value === undefined ? fallback : integer(value, "size_t", what);
+}

@@ -1,5 +1,6 @@
 /** One error class per native library, plus those that describe misuse, missing libraries and Workers. */
-import { openclStatusCodes } from "./opencl/status-codes.ts";
+import { openclStatusNames } from "./opencl/status-codes.ts";
+import { EmbreeErrorCode, type EmbreeErrorName } from "./embree/error-codes.ts";
 
 /**
  * The name the Khronos headers give a status code, e.g. `CL_INVALID_VALUE` for -30 or
@@ -7,14 +8,14 @@ import { openclStatusCodes } from "./opencl/status-codes.ts";
  * reads `CL_UNKNOWN_ERROR_-9999`.
  */
 export function openclCodeName(code: number): string {
-  return Object.hasOwn(openclStatusCodes, code) ? openclStatusCodes[code] : `CL_UNKNOWN_ERROR_${code}`;
+  return Object.hasOwn(openclStatusNames, code) ? openclStatusNames[code] : `CL_UNKNOWN_ERROR_${code}`;
 }
 
 /**
  * A native OpenCL call failed.
  * @example
  * import { OpenCLError } from "memlife";
- * try { ctx.createBuffer(0) } catch (e) { if (e instanceof OpenCLError) console.log(e.fn, e.codeName) }
+ * try { ctx.createBuffer(2 ** 40) } catch (e) { if (e instanceof OpenCLError) console.log(e.fn, e.codeName) } // clCreateBuffer CL_INVALID_BUFFER_SIZE
  */
 export class OpenCLError extends Error {
   /** The cl_int status, e.g. -30. */
@@ -35,12 +36,10 @@ export class OpenCLError extends Error {
   }
 }
 
-/** Embree's RTCError values (0–6 in Embree 3 and 4; 7 in Embree 4 only). */
-export const embreeCodeNames: readonly string[] = [
-  "RTC_ERROR_NONE", "RTC_ERROR_UNKNOWN", "RTC_ERROR_INVALID_ARGUMENT", "RTC_ERROR_INVALID_OPERATION",
-  "RTC_ERROR_OUT_OF_MEMORY", "RTC_ERROR_UNSUPPORTED_CPU", "RTC_ERROR_CANCELLED",
-  "RTC_ERROR_LEVEL_ZERO_RAISED_ERROR",
-];
+/** Embree's RTCError names by value (0–6 in Embree 3 and 4; 7 in Embree 4 only). */
+export const embreeCodeNames: readonly EmbreeErrorName[] = Object.freeze(
+  (Object.keys(EmbreeErrorCode) as EmbreeErrorName[]).sort((a, b) => EmbreeErrorCode[a] - EmbreeErrorCode[b]),
+);
 
 /** The name embree.h gives an RTCError, e.g. `RTC_ERROR_OUT_OF_MEMORY` for 4. */
 export function embreeCodeName(code: number): string {

@@ -42,3 +42,9 @@ export const embreeCallbacks = {
   // void (*RTCErrorFunction)(void *userPtr, enum RTCError code, const char *str): str valid only during the call
   error: { args: ["usize", "i32", "ptr"], returns: "void", delivery: "sync" },
 } as const satisfies CallbackTable;
+
+/**
+ * What `MemoryLedger.apply` answers (ffi/types.ts), and `settle()` in ffi/bun-relay.c returns:
+ * the allocation may go on, the budget refused it, or the monitor did.
+ */
+export const LedgerVerdict = Object.freeze({ allowed: 0, budgetRefused: 1, monitorRefused: 2 } as const);

@@ -8,6 +8,7 @@ import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
 import { DeviceState, type MemoryMonitor, type MemoryStats } from "./state.ts";
 import { Scene } from "./scene.ts";
 import { refuseInWorker } from "../worker.ts";
+import { deviceState, liveHandle } from "../internal.ts";
 
 const deviceKeys = keys("accounting");
 
@@ -73,19 +74,19 @@ export class Device {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("rtc.Device");
     return this.#handle;
   }
 
   /** @internal */
-  get state(): DeviceState {
+  get [deviceState](): DeviceState {
     return this.#state;
   }
 
   /** A new, empty scene of this device (rtcNewScene). */
   newScene(): Scene {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     return new Scene(this, this.#state.call("rtcNewScene", () => embree().symbols.rtcNewScene(handle) as Pointer | null));
   }
 
@@ -96,7 +97,7 @@ export class Device {
   getProperty(property: number): number {
     // enum RTCDeviceProperty is a C int: 2 ** 32 + 1 would reach Embree as 1, VERSION_MAJOR.
     const value = integer(property, "int", "property (an rtc.DeviceProperty)", 0);
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     return Number(this.#state.call("rtcGetDeviceProperty", () => embree().symbols.rtcGetDeviceProperty(handle, value)));
   }
 
@@ -113,7 +114,7 @@ export class Device {
    */
   setMemoryMonitorFunction(monitor: MemoryMonitor | null): void {
     if (monitor !== null) callable(monitor, "the memory monitor", "(bytes, post) => boolean, or null");
-    this.handle();
+    this[liveHandle]();
     if (monitor !== null) refuseInWorker("setMemoryMonitorFunction", ["bun", "deno"]);
     // The native monitor is memlife's and stays once installed: only the JS side changes.
     this.#state.monitor = monitor;
@@ -121,15 +122,18 @@ export class Device {
   }
 
   /**
-   * Refuses every allocation that would take `memory.bytes` over `bytes` (RTC_ERROR_OUT_OF_MEMORY),
-   * before the monitor is asked; `null` removes the budget. Enforced on the JS thread like the monitor.
+   * Refuses every allocation that would take `memory.bytes` over `bytes` (RTC_ERROR_OUT_OF_MEMORY);
+   * `null` removes the budget. A monitor, when set, is asked first and sees every call, those the
+   * budget then refuses included. The budget is applied where the figures are kept: on Deno and
+   * Node in JS, on the JS thread, after the monitor answered; on Bun in C (`settle()` in
+   * ffi/bun-relay.c), on the allocating thread itself while no JS monitor is set.
    * A budget starts accounting if it was not on: then `memory.bytes` counts from this call, and
    * memory the device already held is outside the budget (make the device with `{ accounting: true }`
    * for a budget over everything).
    */
   setMemoryBudget(bytes: number | null): void {
     if (bytes !== null) integer(bytes, "size_t", "a memory budget (bytes, or null for none)");
-    this.handle();
+    this[liveHandle]();
     if (bytes !== null) refuseInWorker("setMemoryBudget", ["bun", "deno"]);
     this.#state.budget = bytes;
     if (bytes !== null) this.#state.startAccounting();
@@ -150,7 +154,7 @@ export class Device {
 
   /** Adds a reference (rtcRetainDevice); each `retain()` needs its own `release()`. */
   retain(): this {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     embree().symbols.rtcRetainDevice(handle);
     this.#refs++;
     return this;
@@ -178,6 +182,6 @@ export class Device {
 
   /** The raw RTCDevice. Unsafe: invalid after release; Embree calls on it bypass memlife. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }

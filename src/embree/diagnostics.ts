@@ -4,6 +4,7 @@
  */
 import { Device } from "./device.ts";
 import { liveStates } from "./state.ts";
+import { deviceState } from "../internal.ts";
 
 /**
  * Test and diagnostics only: how many of `device`'s monitor calls ran inside one of memlife's
@@ -21,6 +22,6 @@ export function monitorDiagnostics(
   device: Device,
 ): { direct: number; relayed: number; native: number; liveDevices: number } {
   if (!(device instanceof Device)) throw new TypeError("monitorDiagnostics takes an rtc.Device");
-  const state = device.state;
+  const state = device[deviceState];
   return { direct: state.direct, relayed: state.relayed, native: state.settledNatively, liveDevices: liveStates() };
 }

@@ -16,6 +16,7 @@ import {
 } from "./native.ts";
 import type { DeviceState } from "./state.ts";
 import type { Device } from "./device.ts";
+import { deviceState, liveHandle } from "../internal.ts";
 
 const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) => state.release("rtcReleaseScene", handle));
 
@@ -115,8 +116,8 @@ export class Scene {
     if (handle === null) throw new EmbreeError("rtcNewScene", RTC_ERROR_UNKNOWN, "returned NULL");
     this.#handle = handle;
     this.device = device;
-    this.#deviceHandle = device.handle();
-    this.#state = device.state;
+    this.#deviceHandle = device[liveHandle]();
+    this.#state = device[deviceState];
     this.#state.hold();
     net.add(this, { handle, state: this.#state });
   }
@@ -126,7 +127,7 @@ export class Scene {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("rtc.Scene");
     return this.#handle;
   }
@@ -137,7 +138,7 @@ export class Scene {
   }
 
   #idle(fn: string): Pointer {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (this.#pending > 0) throw new EmbreeError(fn, RTC_ERROR_INVALID_OPERATION, "the scene is being committed: await commit() first");
     return handle;
   }
@@ -194,7 +195,7 @@ export class Scene {
    * `cause` says why).
    */
   async commit(): Promise<void> {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const state = this.#state;
     this.#pending++;
     try {
@@ -258,7 +259,7 @@ export class Scene {
 
   /** Adds a reference (rtcRetainScene); each `retain()` needs its own `release()`. */
   retain(): this {
-    embree().symbols.rtcRetainScene(this.handle());
+    embree().symbols.rtcRetainScene(this[liveHandle]());
     this.#refs++;
     return this;
   }
@@ -287,6 +288,6 @@ export class Scene {
 
   /** The raw RTCScene. Unsafe: invalid after release; Embree calls on it bypass memlife. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }

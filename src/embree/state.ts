@@ -8,11 +8,13 @@
  * it are released natively.
  */
 import type { Pointer } from "../../ffi/types.ts";
+import { LedgerVerdict } from "../../ffi/symbols/embree.ts";
 import { backend } from "../backend.ts";
 import { IdTable, reportCallbackError } from "../callbacks.ts";
 import { EmbreeError } from "../errors.ts";
 import { trampolines } from "../trampolines.ts";
 import { embree } from "./native.ts";
+import { EmbreeErrorCode } from "./error-codes.ts";
 
 /**
  * Called for every allocation (`bytes > 0`) and deallocation (`bytes < 0`) of a device, before
@@ -61,7 +63,7 @@ interface Operation {
 }
 
 function operation(fn: string): Operation {
-  return { fn, code: 0, message: "", cause: undefined, hasCause: false, thrown: null };
+  return { fn, code: EmbreeErrorCode.RTC_ERROR_NONE as number, message: "", cause: undefined, hasCause: false, thrown: null };
 }
 
 /**
@@ -70,7 +72,7 @@ function operation(fn: string): Operation {
  * again (the same value) is one exception.
  */
 function settle(op: Operation): EmbreeError | null {
-  const error = op.code !== 0 ? errorOf(op) : null;
+  const error = op.code !== EmbreeErrorCode.RTC_ERROR_NONE ? errorOf(op) : null;
   const thrown = op.thrown;
   if (thrown !== null) {
     const seen = new Set<unknown>();
@@ -86,7 +88,6 @@ function settle(op: Operation): EmbreeError | null {
 
 const states = new IdTable<DeviceState>();
 
-const RTC_ERROR_OUT_OF_MEMORY = 4;
 
 /** The device accounts: native on Bun, in JS on Deno and Node (the backend's choice). */
 const accounts = trampolines.embreeMonitor((id, bytes, post) => {
@@ -211,18 +212,18 @@ export class DeviceState {
     }
     // The budget is checked where the figures are, which may be native code.
     const verdict = accounts().apply(this.id, bytes, post, answer);
-    if (verdict === 1) {
+    if (verdict === LedgerVerdict.budgetRefused) {
       const budgetError = this.#budgetRefusal();
       if (!hasCause && budgetError !== undefined) {
         cause = budgetError;
         hasCause = true;
       }
     }
-    if (verdict !== 0 && bytes > 0 && op !== null && !op.hasCause && hasCause) {
+    if (verdict !== LedgerVerdict.allowed && bytes > 0 && op !== null && !op.hasCause && hasCause) {
       op.cause = cause;
       op.hasCause = true;
     }
-    return verdict === 0;
+    return verdict === LedgerVerdict.allowed;
   }
 
   /** The RangeError for the latest budget refusal, if one happened since the last asked for. */
@@ -240,11 +241,11 @@ export class DeviceState {
     // call's own; any other comes from a worker of the commit in flight.
     // An error outside any operation memlife started has no caller to reach: none is known to happen.
     const op = this.#syncOp ?? this.#commitOp;
-    if (op !== null && op.code === 0) {
+    if (op !== null && op.code === EmbreeErrorCode.RTC_ERROR_NONE) {
       op.code = code;
       op.message = message;
       // A refusal settled natively (no JS monitor) reached JS only as this error.
-      if (code === RTC_ERROR_OUT_OF_MEMORY && !op.hasCause) {
+      if (code === EmbreeErrorCode.RTC_ERROR_OUT_OF_MEMORY && !op.hasCause) {
         const budgetError = this.#budgetRefusal();
         if (budgetError !== undefined) {
           op.cause = budgetError;
@@ -318,8 +319,8 @@ export class DeviceState {
     }
     lib.async[fn](handle).then(() => this.drop(), (error) => {
       // Only the backend can fail here (no thread to run the call on): the handle stays alive
-      // natively, so the state stays too; the failure surfaces like a callback's exception.
-      reportCallbackError(error, "memoryMonitor");
+      // natively, so the state stays too. No caller can receive the failure: source "release".
+      reportCallbackError(error, "release");
     });
   }
 

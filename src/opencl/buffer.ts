@@ -8,6 +8,7 @@ import { integer, isDetached, keys, member, memory, names, options as checkOptio
 import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
+import { adoptChild, commandHandle, disownChild, liveHandle } from "../internal.ts";
 
 /** May be `async`: `destroyed` waits for the promise it returns, and a rejection counts as a throw. */
 export type DestructorCallback = (buffer: Buffer) => unknown;
@@ -101,7 +102,7 @@ function promiseFor(entry: Destructor): Promise<void> {
 
 const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
   opencl().symbols.clReleaseMemObject(handle);
-  context.disown();
+  context[disownChild]();
 });
 
 export type HostPtrMode = "use" | "copy" | "alloc";
@@ -194,7 +195,7 @@ export class Buffer {
     this.context = context;
     this.size = size;
     this.flags = flags;
-    context.adopt();
+    context[adoptChild]();
     if (hostMemory !== null && (flags & MemFlags.USE_HOST_PTR) !== 0) {
       // The view must stay alive until the native side lets go, not until release().
       this.#watch().hostMemory = hostMemory;
@@ -212,7 +213,7 @@ export class Buffer {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("Buffer");
     return this.#handle;
   }
@@ -222,8 +223,8 @@ export class Buffer {
    * is the program's ArrayBuffer: once that was transferred away, a command would touch memory
    * that is no longer the buffer's (freed, or someone else's), so it is refused.
    */
-  commandHandle(): Pointer {
-    const handle = this.handle();
+  [commandHandle](): Pointer {
+    const handle = this[liveHandle]();
     const host = this.#destructor?.hostMemory;
     if (host !== undefined && isDetached(host)) {
       throw new TypeError("this hostPtr \"use\" buffer's host memory was transferred away (its ArrayBuffer is detached): no command may use the buffer any more; release it");
@@ -235,7 +236,7 @@ export class Buffer {
   #watch(): Destructor {
     let entry = this.#destructor;
     if (entry === undefined) {
-      const handle = this.handle();
+      const handle = this[liveHandle]();
       entry = {
         buffer: this,
         callbacks: undefined,
@@ -267,7 +268,7 @@ export class Buffer {
     if (typeof callback !== "function") {
       throw new TypeError(`setDestructorCallback takes a function (buffer) => void, got ${show(callback)}`);
     }
-    this.handle(); // ReleasedError: the memory object may already be gone
+    this[liveHandle](); // ReleasedError: the memory object may already be gone
     const entry = this.#watch();
     (entry.callbacks ??= []).push(callback);
   }
@@ -292,17 +293,17 @@ export class Buffer {
 
   /** CL_MEM_REFERENCE_COUNT (OpenCL says: stale at once, for debugging). */
   get referenceCount(): number {
-    return infoU64("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this.handle(), MemInfo.REFERENCE_COUNT, 4);
+    return infoU64("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this[liveHandle](), MemInfo.REFERENCE_COUNT, 4);
   }
 
   /** CL_MEM_HOST_PTR as an address (0n unless created with hostPtr "use"). */
   get hostPointer(): bigint {
-    return backend.address(infoPointer("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this.handle(), MemInfo.HOST_PTR));
+    return backend.address(infoPointer("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this[liveHandle](), MemInfo.HOST_PTR));
   }
 
   /** Adds a reference (clRetainMemObject); each `retain()` needs its own `release()`. */
   retain(): this {
-    check("clRetainMemObject", opencl().symbols.clRetainMemObject(this.handle()));
+    check("clRetainMemObject", opencl().symbols.clRetainMemObject(this[liveHandle]()));
     this.#refs++;
     return this;
   }
@@ -323,7 +324,7 @@ export class Buffer {
     // With no destructor callback registered nothing can call back into JS during the release,
     // so the unguarded binding may keep Deno's fast call (0.25 us less per buffer).
     const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
-    if (last) this.context.disown();
+    if (last) this.context[disownChild]();
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
     if (last && entry !== undefined && !entry.delivered) {
       // Delivered later (a driver thread, or a command still using it): keep the program alive.
@@ -338,6 +339,6 @@ export class Buffer {
 
   /** The raw cl_mem. Unsafe: invalid after release, and OpenCL calls on it bypass memlife. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }

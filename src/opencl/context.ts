@@ -1,10 +1,11 @@
 /** Contexts: the parent of buffers, queues, events and SVM allocations. */
 import type { Pointer } from "../../ffi/types.ts";
 import { envVar } from "../backend.ts";
-import { inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { ContextInfo, MemFlags } from "./constants.ts";
-import { check, errcode, infoU64, opencl, pointerArray, symbols } from "./native.ts";
+import { check, errcode, infoU64, opencl, pointerArray, releaseFailed, symbols } from "./native.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import { Buffer, bufferArguments, type BufferOptions } from "./buffer.ts";
 import { UserEvent } from "./event.ts";
 import { Device, getPlatforms } from "./platform.ts";
@@ -12,6 +13,7 @@ import { show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
 import { SVMAllocation, type SVMOptions } from "./svm.ts";
 import { Program } from "./program.ts";
+import { adoptChild, disownChild, liveHandle, nativeHandle, svmChecked, svmPassed } from "../internal.ts";
 
 const net = new SafetyNet<Pointer>(releaseContext);
 
@@ -22,10 +24,8 @@ const net = new SafetyNet<Pointer>(releaseContext);
  */
 export function releaseContext(handle: Pointer | null): void {
   opencl().async.clReleaseContext(handle).then(
-    (status) => {
-      if (status !== 0) reportCallbackError(new OpenCLError("clReleaseContext", status as number), "release");
-    },
-    (error) => reportCallbackError(error, "release"),
+    (status) => releaseFailed("clReleaseContext", status as number),
+    (error) => releaseFailed("clReleaseContext", error),
   );
 }
 
@@ -50,10 +50,10 @@ function pick<T extends { name: string }>(items: T[], selector: string, what: st
 export function defaultDevice(): Device {
   const platforms = getPlatforms();
   if (platforms.length === 0) {
-    // The ICD loader is there but found no driver: clGetPlatformIDs reported none (-1001).
+    // The ICD loader is there but found no driver: clGetPlatformIDs reported none.
     throw new OpenCLError(
       "clGetPlatformIDs",
-      -1001,
+      OpenCLStatus.CL_PLATFORM_NOT_FOUND_KHR,
       "no OpenCL platform: the ICD loader found no driver in /etc/OpenCL/vendors (or in $OCL_ICD_VENDORS, or " +
         "$OCL_ICD_FILENAMES when set). Install one: Debian/Ubuntu `apt-get install pocl-opencl-icd` (PoCL, the CPU), " +
         "`intel-opencl-icd`, `mesa-opencl-icd`, or your GPU vendor's driver (NVIDIA's ships its own ICD file)",
@@ -64,7 +64,7 @@ export function defaultDevice(): Device {
   const candidates = platformSelector !== undefined ? [pick(platforms, platformSelector, "platform")] : platforms;
   const devices = candidates.flatMap((p) => p.getDevices());
   if (devices.length === 0) {
-    throw new OpenCLError("clGetDeviceIDs", -1, `no OpenCL device found on ${platforms.length} platform(s); install a driver such as pocl-opencl-icd`);
+    throw new OpenCLError("clGetDeviceIDs", OpenCLStatus.CL_DEVICE_NOT_FOUND, `no OpenCL device found on ${platforms.length} platform(s); install a driver such as pocl-opencl-icd`);
   }
   return deviceSelector !== undefined ? pick(devices, deviceSelector, "device") : devices[0];
 }
@@ -111,13 +111,13 @@ export class Context {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null || this.#released) throw new ReleasedError("Context");
     return this.#handle;
   }
 
   /** @internal The cl_context for children, valid until the last child let go, even after release(). */
-  nativeHandle(): Pointer {
+  [nativeHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("Context");
     return this.#handle;
   }
@@ -130,7 +130,7 @@ export class Context {
    * ctx.createBuffer(hostArray, { hostPtr: "use" });           // the buffer is hostArray's memory
    */
   createBuffer(sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
-    const context = this.handle();
+    const context = this[liveHandle]();
     // The usual call, a size alone, checked in place: bufferArguments costs 4–15 ns per buffer on
     // Deno and 10–20 on Node (bench/parts.ts), up to a tenth of the native create + release.
     if (options === undefined && typeof sizeOrData === "number" && Number.isInteger(sizeOrData) && sizeOrData >= 1 && sizeOrData <= Number.MAX_SAFE_INTEGER) {
@@ -147,7 +147,7 @@ export class Context {
 
   /** A command queue on `device` (default: the context's first device). */
   createCommandQueue(device: Device = this.devices[0]): CommandQueue {
-    this.handle();
+    this[liveHandle]();
     if (!this.devices.includes(device)) throw new TypeError(`the device is not one of this context's devices, got ${show(device)}`);
     return new CommandQueue(this, device);
   }
@@ -159,7 +159,7 @@ export class Context {
    * await program.build();
    */
   createProgram(source: string): Program {
-    this.handle();
+    this[liveHandle]();
     return new Program(this, source);
   }
 
@@ -182,17 +182,17 @@ export class Context {
    * @example const a = ctx.svmAlloc(4096, { fineGrain: ctx.devices[0].svm.fineGrainBuffer });
    */
   svmAlloc(size: number, options?: SVMOptions): SVMAllocation {
-    this.handle();
+    this[liveHandle]();
     return new SVMAllocation(this, size, options);
   }
 
   /** @internal Whether `svmPassed` already vouched for these kinds of SVM allocation and this size. */
-  svmChecked(kinds: number, size: number): boolean {
+  [svmChecked](kinds: number, size: number): boolean {
     return (this.#svmKinds & kinds) === kinds && size <= this.#svmMaxSize;
   }
 
   /** @internal The devices support these kinds of SVM allocation up to `maxSize` bytes: they will not change. */
-  svmPassed(kinds: number, maxSize: number): void {
+  [svmPassed](kinds: number, maxSize: number): void {
     this.#svmKinds |= kinds;
     this.#svmMaxSize = maxSize;
   }
@@ -204,22 +204,22 @@ export class Context {
    * running on driver threads, and those wait for the JS thread on Deno and Node. Dropped last
    * and off the JS thread, it cannot deadlock.
    */
-  adopt(): void {
+  [adoptChild](): void {
     this.#children++;
   }
 
   /** @internal A child released its native reference (or handed it to a command that keeps the context alive). */
-  disown(): void {
+  [disownChild](): void {
     if (--this.#children === 0 && this.#released) this.#nativeRelease();
   }
 
   /** CL_CONTEXT_REFERENCE_COUNT (stale at once: for debugging). */
   get referenceCount(): number {
-    return infoU64("clGetContextInfo", opencl().symbols.clGetContextInfo, this.handle(), ContextInfo.REFERENCE_COUNT, 4);
+    return infoU64("clGetContextInfo", opencl().symbols.clGetContextInfo, this[liveHandle](), ContextInfo.REFERENCE_COUNT, 4);
   }
 
   retain(): this {
-    check("clRetainContext", opencl().symbols.clRetainContext(this.handle()));
+    check("clRetainContext", opencl().symbols.clRetainContext(this[liveHandle]()));
     this.#refs++;
     return this;
   }
@@ -249,7 +249,7 @@ export class Context {
 
   /** The raw cl_context. Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }
 

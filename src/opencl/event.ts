@@ -1,27 +1,22 @@
 /** Events: what a queued command returns, to wait on or to chain with `waitFor`. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { trampolines } from "../trampolines.ts";
-import { type CallbackOutcome, finalizerState, IdTable, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
-import { OpenCLError, ReleasedError } from "../errors.ts";
+import { type CallbackOutcome, reportCallbackError } from "../callbacks.ts";
+import { OpenCLError } from "../errors.ts";
 import { integer, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray, symbols, unguarded } from "./native.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
+import { childKind, ContextChild } from "./child.ts";
+import { adoptChild, disownChild, liveHandle, quietRelease, releaseHandle, trackCommand } from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-  opencl().symbols.clReleaseEvent(handle);
-  context.disown();
-});
-
-/**
- * Events whose completion callback is registered: the resolver and the host memory it pins.
- * `wait()` does not use it: PoCL never calls it for a command whose wait list failed, while
- * clWaitForEvents reports that failure.
- */
-const completions = new IdTable<{ resolve: (status: number) => void; pinned: unknown }>();
-const completionTrampoline = trampolines.eventCompletion((_event, status, id) => {
-  completions.delete(id)?.resolve(status);
+const kind = childKind({
+  name: "Event",
+  retainFn: "clRetainEvent",
+  releaseFn: "clReleaseEvent",
+  retain: (handle) => symbols.clRetainEvent(handle),
+  release: (handle) => symbols.clReleaseEvent(handle),
 });
 
 /**
@@ -45,52 +40,29 @@ export interface CommandTracker {
  * const event = queue.enqueueSVMFree(allocs, { onFree: () => console.log("freed") });
  * await event.wait(); // the command completed and onFree ran
  */
-export class Event {
-  #handle: Pointer | null;
-  #refs = 1;
+export class Event extends ContextChild {
   /** JS-side work that completes the command from the program's point of view (e.g. `onFree`). */
   #after: CallbackOutcome | undefined;
-  /** Resolves with the final execution status (CL_COMPLETE or a negative error) once OpenCL says so. */
-  #completed: Promise<number> | undefined;
   /** The queue whose command this is, and the command's number there. */
   #tracker: CommandTracker | undefined;
   #seq = 0;
-  /** Releasing it can run no JS callback (see `quiet`). */
+  /** Releasing it can run no JS callback (see `[quietRelease]`). */
   #quiet = false;
-  readonly context: Context;
-  [inRegistry] = false;
 
   /** @internal made by queues and contexts. */
   constructor(handle: Pointer, context: Context, after?: CallbackOutcome) {
-    this.#handle = handle;
+    super(handle, context, kind);
     this.#after = after;
-    this.context = context;
-    context.adopt();
-    net.add(this);
-  }
-
-  [finalizerState](): { handle: Pointer; context: Context } {
-    return { handle: this.#handle!, context: this.context };
-  }
-
-  get alive(): boolean {
-    return this.#handle !== null;
-  }
-
-  /** @internal */
-  handle(): Pointer {
-    if (this.#handle === null) throw new ReleasedError("Event");
-    return this.#handle;
   }
 
   /** CL_EVENT_COMMAND_TYPE, e.g. `cl.CommandType.SVM_FREE` (0x1209). */
   get commandType(): number {
-    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this.handle(), EventInfo.COMMAND_TYPE);
+    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this[liveHandle](), EventInfo.COMMAND_TYPE);
   }
 
   /** CL_EVENT_COMMAND_EXECUTION_STATUS: `cl.ExecutionStatus` or a negative error code. */
   get status(): number {
-    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this.handle(), EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this[liveHandle](), EventInfo.COMMAND_EXECUTION_STATUS) | 0;
   }
 
   /**
@@ -98,12 +70,12 @@ export class Event {
    * OpenCLError if the command failed, or with what a callback threw.
    */
   async wait(): Promise<void> {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     // The cl_event must outlive the wait even if the program releases it meanwhile (a released
     // event waited on crashes PoCL): the wait holds a reference of its own, and its context.
     check("clRetainEvent", opencl().symbols.clRetainEvent(handle));
     const context = this.context;
-    context.adopt();
+    context[adoptChild]();
     // Held from the start: an exception of `onFree` that arrives during the native wait is this
     // promise's to deliver, not onCallbackError's.
     const after = this.#after?.hold();
@@ -111,15 +83,15 @@ export class Event {
     after?.catch(noop);
     const tracker = this.#tracker;
     tracker?.waitStarted(this.#seq);
-    let status = -1;
+    let status: number | undefined;
     try {
       status = await opencl().async.clWaitForEvents(1, pointerArray([handle])) as number;
     } finally {
-      tracker?.waitEnded(this.#seq, status === 0);
+      tracker?.waitEnded(this.#seq, status === OpenCLStatus.CL_SUCCESS);
       opencl().symbols.clReleaseEvent(handle);
-      context.disown();
+      context[disownChild]();
       // This wait rejects with the native failure; a callback exception still reaches the program.
-      if (status !== 0) after?.catch((error) => reportCallbackError(error, "svmFree"));
+      if (status !== OpenCLStatus.CL_SUCCESS) after?.catch((error) => reportCallbackError(error, "svmFree"));
     }
     check("clWaitForEvents", status);
     await after;
@@ -130,67 +102,23 @@ export class Event {
    * object (whose destructor could run) and no JS callback (onFree), waits on no event, and whose
    * queue keeps its own reference. `release()` may then keep Deno's fast call (about 0.25 us of the
    * ~3 us an SVM free takes, doubled on a 2-core machine where JS time competes with the driver's
-   * threads), as long as no completion callback was added and the queue is still open.
+   * threads), as long as the queue is still open.
    */
-  quiet(): this {
+  [quietRelease](): this {
     this.#quiet = true;
     return this;
   }
 
+  override [releaseHandle](handle: Pointer): number {
+    const tracker = this.#tracker;
+    return this.#quiet && tracker !== undefined && tracker.open() ? unguarded.clReleaseEvent(handle) : symbols.clReleaseEvent(handle);
+  }
+
   /** @internal The event of command number `seq` of an in-order queue. */
-  track(tracker: CommandTracker, seq: number): this {
+  [trackCommand](tracker: CommandTracker, seq: number): this {
     this.#tracker = tracker;
     this.#seq = seq;
     return this;
-  }
-
-  /**
-   * @internal Registers the completion callback on first use; `pin` keeps what a command uses
-   * (host memory it reads or writes, SVM allocations) alive until the command is done.
-   */
-  completion(pin?: unknown): Promise<number> {
-    if (this.#completed !== undefined) return this.#completed;
-    const handle = this.handle();
-    let resolve!: (status: number) => void;
-    const completed = new Promise<number>((r) => (resolve = r));
-    const id = completions.add({ resolve, pinned: pin });
-    const status = opencl().symbols.clSetEventCallback(handle, 0 /* CL_COMPLETE */, completionTrampoline(), id);
-    if (status !== 0) {
-      completions.delete(id);
-      throw new OpenCLError("clSetEventCallback", status);
-    }
-    return this.#completed = completed;
-  }
-
-  /** Adds a reference (clRetainEvent); each `retain()` needs its own `release()`. */
-  retain(): this {
-    check("clRetainEvent", opencl().symbols.clRetainEvent(this.handle()));
-    this.#refs++;
-    return this;
-  }
-
-  /** Drops a reference; the last one releases the cl_event. A further call does nothing. */
-  release(): void {
-    const handle = this.#handle;
-    if (handle === null) return;
-    const last = --this.#refs === 0;
-    if (last) {
-      this.#handle = null;
-      net.remove(this);
-    }
-    const quiet = this.#quiet && this.#completed === undefined && this.#tracker !== undefined && this.#tracker.open();
-    const status = quiet ? unguarded.clReleaseEvent(handle) : symbols.clReleaseEvent(handle);
-    if (last) this.context.disown();
-    check("clReleaseEvent", status);
-  }
-
-  [Symbol.dispose](): void {
-    this.release();
-  }
-
-  /** The raw cl_event. Unsafe: invalid after release. */
-  get unsafeHandle(): Pointer {
-    return this.handle();
   }
 }
 
@@ -206,7 +134,7 @@ export class Event {
 export class UserEvent extends Event {
   /** @internal use `ctx.createUserEvent()`. */
   constructor(context: Context) {
-    const handle = opencl().symbols.clCreateUserEvent(context.handle(), errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateUserEvent(context[liveHandle](), errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateUserEvent", errcode[0]);
     super(handle, context);
   }
@@ -215,7 +143,7 @@ export class UserEvent extends Event {
   setStatus(status: number = ExecutionStatus.COMPLETE): void {
     // A cl_int: Bun and koffi would wrap -(2 ** 32) to 0, CL_COMPLETE.
     const value = integer(status, "cl_int", "a user event's status (CL_COMPLETE, 0, or a negative error code)", undefined, 0);
-    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(this.handle(), value));
+    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(this[liveHandle](), value));
   }
 }
 
@@ -230,14 +158,9 @@ export function waitList(events: unknown): { count: number; list: BigUint64Array
   if (events.length === 0) return noWait;
   const handles = events.map((e, i) => {
     if (!(e instanceof Event)) throw new TypeError(`waitFor[${i}] is not a cl.Event, got ${show(e)}`);
-    return e.handle();
+    return e[liveHandle]();
   });
   return { count: handles.length, list: pointerArray(handles) };
-}
-
-/** Completion callbacks registered and not yet delivered (each pins what its command uses). */
-export function completionsPending(): number {
-  return completions.size;
 }
 
 /** Wraps the cl_event an enqueue call just wrote into `eventOut`. */

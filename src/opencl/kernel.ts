@@ -1,19 +1,23 @@
 /** Kernels (cl_kernel), their arguments, and the typed scalar and vector values they take. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
-import { OpenCLError, ReleasedError } from "../errors.ts";
+import { ReleasedError } from "../errors.ts";
+import { integer, memory } from "../check.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { SVMAllocation } from "./svm.ts";
-import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
+import { commandUses, lastRelease, liveHandle, svmPointer } from "../internal.ts";
+import { childKind, ContextChild } from "./child.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-  opencl().symbols.clReleaseKernel(handle);
-  context.disown();
+const kind = childKind({
+  name: "Kernel",
+  retainFn: "clRetainKernel",
+  releaseFn: "clReleaseKernel",
+  retain: (handle) => opencl().symbols.clRetainKernel(handle),
+  release: (handle) => opencl().symbols.clReleaseKernel(handle),
 });
 
 // --- typed values --------------------------------------------------------------------------------
@@ -56,8 +60,7 @@ export class LocalMemory {
   readonly size: number;
   /** @internal use `cl.local(bytes)`. */
   constructor(size: number) {
-    if (!Number.isSafeInteger(size) || size <= 0) throw new RangeError(`local memory size must be a positive integer number of bytes, got ${size}`);
-    this.size = size;
+    this.size = integer(size, "size_t", "local memory size (bytes)", 1);
     Object.freeze(this);
   }
 }
@@ -163,58 +166,40 @@ let clSetKernelArgSVMPointer: ((...args: unknown[]) => unknown) | undefined;
  * kernel.setArg(0, a).setArg(1, b).setArg(2, cl.uint(n));
  * await queue.enqueueNDRangeKernel(kernel, [n]).wait();
  */
-export class Kernel {
-  #handle: Pointer | null;
-  #refs = 1;
+export class Kernel extends ContextChild {
   /** The memory objects set as arguments: checked alive at enqueue, pinned by commands. */
   #args: unknown[];
   #argInfo: (ArgInfo | null)[] | undefined;
   #svmPointers: SVMAllocation[] = [];
   readonly program: Program;
-  readonly context: Context;
   /** CL_KERNEL_FUNCTION_NAME. */
   readonly name: string;
   /** CL_KERNEL_NUM_ARGS. */
   readonly numArgs: number;
-  [inRegistry] = false;
 
   /** @internal use `program.createKernel()`. */
   constructor(program: Program, handle: Pointer) {
     const info = opencl().symbols.clGetKernelInfo;
+    let name: string, numArgs: number;
     try {
-      this.name = infoString("clGetKernelInfo", info, handle, KernelInfo.FUNCTION_NAME);
-      this.numArgs = infoU32("clGetKernelInfo", info, handle, KernelInfo.NUM_ARGS);
+      name = infoString("clGetKernelInfo", info, handle, KernelInfo.FUNCTION_NAME);
+      numArgs = infoU32("clGetKernelInfo", info, handle, KernelInfo.NUM_ARGS);
     } catch (error) {
       opencl().symbols.clReleaseKernel(handle);
       throw error;
     }
-    this.#handle = handle;
+    super(handle, program.context, kind);
+    this.name = name;
+    this.numArgs = numArgs;
     this.program = program;
-    this.context = program.context;
-    this.#args = new Array(this.numArgs).fill(undefined);
-    this.context.adopt();
-    net.add(this);
-  }
-
-  [finalizerState](): { handle: Pointer; context: Context } {
-    return { handle: this.#handle!, context: this.context };
-  }
-
-  get alive(): boolean {
-    return this.#handle !== null;
-  }
-
-  /** @internal */
-  handle(): Pointer {
-    if (this.#handle === null) throw new ReleasedError("Kernel");
-    return this.#handle;
+    this.#args = new Array(numArgs).fill(undefined);
   }
 
   /** Per-argument driver info, queried once; null entries where the driver gives none. */
   #info(index: number): ArgInfo | null {
     if (this.#argInfo === undefined) {
       const fn = opencl().symbols.clGetKernelArgInfo;
-      const handle = this.handle();
+      const handle = this[liveHandle]();
       this.#argInfo = [];
       for (let i = 0; i < this.numArgs; i++) {
         if (fn === undefined) {
@@ -251,7 +236,7 @@ export class Kernel {
   }
 
   #checkIndex(index: number): void {
-    this.handle();
+    this[liveHandle]();
     if (!Number.isInteger(index) || index < 0 || index >= this.numArgs) {
       throw new RangeError(`kernel "${this.name}" has ${this.numArgs} argument(s): index ${index} is out of range`);
     }
@@ -265,7 +250,7 @@ export class Kernel {
    */
   setArg(index: number, value: KernelArg): this {
     this.#checkIndex(index);
-    const handle = this.#handle!;
+    const handle = this[liveHandle]();
     const info = this.#info(index);
     const where = () => `kernel "${this.name}" argument ${index}${info !== null ? ` (${info.typeName} ${info.name})` : ""}`;
     const s = opencl().symbols;
@@ -275,12 +260,12 @@ export class Kernel {
       if (value !== null && value.context !== this.context) throw new TypeError(`${where()}: the memory belongs to another context than the kernel`);
       if (value instanceof SVMAllocation) {
         const setSVM = clSetKernelArgSVMPointer ??= optionalSymbol("clSetKernelArgSVMPointer", "an OpenCL 2.0 platform");
-        const status = setSVM(handle, index, value.pointer()) as number;
-        if (status !== 0) throw new OpenCLError("clSetKernelArgSVMPointer", status, where());
+        const status = setSVM(handle, index, value[svmPointer]()) as number;
+        check("clSetKernelArgSVMPointer", status, where);
       } else {
-        argSlot[0] = value === null ? 0n : backend.address(value.handle());
+        argSlot[0] = value === null ? 0n : backend.address(value[liveHandle]());
         const status = s.clSetKernelArg(handle, index, 8, argSlot);
-        if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
+        check("clSetKernelArg", status, where);
       }
       this.#args[index] = value;
       return this;
@@ -288,7 +273,7 @@ export class Kernel {
     if (value instanceof LocalMemory) {
       if (info !== null && info.address !== KernelArgAddress.LOCAL) throw new TypeError(`${where()} is not a __local pointer: cl.local() does not fit it`);
       const status = s.clSetKernelArg(handle, index, value.size, null);
-      if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
+      check("clSetKernelArg", status, where);
       this.#args[index] = undefined;
       return this;
     }
@@ -299,9 +284,7 @@ export class Kernel {
       }
       bytes = value.bytes;
     } else if (ArrayBuffer.isView(value)) {
-      const buffer = value.buffer as ArrayBuffer & { resizable?: boolean; detached?: boolean };
-      if (buffer.resizable === true) throw new TypeError(`${where()}: a view of a resizable ArrayBuffer is not accepted`);
-      if (buffer.detached === true) throw new TypeError(`${where()}: the view's ArrayBuffer is detached`);
+      memory(value, where(), true);
       if (value.byteLength === 0) throw new RangeError(`${where()}: the view is empty`);
       const expected = info !== null ? typeSize(info.typeName) : undefined;
       if (expected !== undefined && value.byteLength !== expected) {
@@ -315,7 +298,7 @@ export class Kernel {
       throw new TypeError(`${where()} is a pointer: it takes a cl.Buffer, a cl.SVMAllocation, null or cl.local(), not a value`);
     }
     const status = s.clSetKernelArg(handle, index, bytes.byteLength, bytes);
-    if (status !== 0) throw new OpenCLError("clSetKernelArg", status, where());
+    check("clSetKernelArg", status, where);
     this.#args[index] = undefined;
     return this;
   }
@@ -325,12 +308,12 @@ export class Kernel {
    * its arguments (CL_KERNEL_EXEC_INFO_SVM_PTRS). Commands keep them alive like arguments.
    */
   setSVMPointers(allocations: readonly SVMAllocation[]): this {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
     const pointers = allocations.map((a, i) => {
       if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation`);
       if (a.context !== this.context) throw new TypeError(`allocations[${i}] belongs to another context than the kernel`);
-      return a.pointer();
+      return a[svmPointer]();
     });
     const fn = optionalSymbol("clSetKernelExecInfo", "an OpenCL 2.0 platform");
     const list = pointerArray(pointers);
@@ -343,7 +326,7 @@ export class Kernel {
    * @internal At enqueue: throws ReleasedError for an argument released since it was set (its
    * cl_mem or SVM pointer would dangle), and returns the SVM allocations the command uses.
    */
-  commandUses(): SVMAllocation[] | undefined {
+  [commandUses](): SVMAllocation[] | undefined {
     const args = this.#args;
     let svm: SVMAllocation[] | undefined;
     for (let i = 0; i < args.length; i++) {
@@ -381,48 +364,20 @@ export class Kernel {
   compileWorkGroupSize(device: Device = this.context.devices[0]): number[] {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
-    const bytes = infoBytes("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this.handle(), KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE);
+    const bytes = infoBytes("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this[liveHandle](), KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE);
     return [...new BigUint64Array(bytes.buffer, 0, 3)].map(Number);
   }
 
   #workGroupInfo(device: Device, param: number): number {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
-    return infoU64("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this.handle(), param);
+    return infoU64("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this[liveHandle](), param);
   }
 
-  retain(): this {
-    check("clRetainKernel", opencl().symbols.clRetainKernel(this.handle()));
-    this.#refs++;
-    return this;
-  }
-
-  /**
-   * Drops a reference. Commands already enqueued with it still run: OpenCL keeps the kernel (and
-   * its program) until they complete.
-   */
-  release(): void {
-    const handle = this.#handle;
-    if (handle === null) return;
-    const last = --this.#refs === 0;
-    if (last) {
-      this.#handle = null;
-      this.#args = [];
-      this.#svmPointers = [];
-      net.remove(this);
-    }
-    const status = opencl().symbols.clReleaseKernel(handle);
-    if (last) this.context.disown();
-    check("clReleaseKernel", status);
-  }
-
-  [Symbol.dispose](): void {
-    this.release();
-  }
-
-  /** The raw cl_kernel. Unsafe: invalid after release. */
-  get unsafeHandle(): Pointer {
-    return this.handle();
+  /** Commands already enqueued with it still run: OpenCL keeps the kernel (and its program) until they complete. */
+  override [lastRelease](): void {
+    this.#args = [];
+    this.#svmPointers = [];
   }
 }
 
@@ -455,15 +410,12 @@ export function ndrangeSizes(global: readonly number[], local: readonly number[]
     if (!Array.isArray(offset) || offset.length !== dim) throw new TypeError(`offset must be an array of ${dim} non-negative integer(s), like globalSize`);
     o = new BigUint64Array(new ArrayBuffer(8 * 3));
     for (let i = 0; i < dim; i++) {
-      const v = offset[i];
-      if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`offset[${i}] must be a non-negative integer, got ${String(v)}`);
-      o[i] = BigInt(v);
+      o[i] = BigInt(integer(offset[i], "size_t", `offset[${i}]`));
     }
   }
   return { dim, global: g, local: l, offset: o };
 }
 
 function positive(v: unknown, what: string): number {
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0) throw new RangeError(`${what} must be a positive integer, got ${String(v)}`);
-  return v;
+  return integer(v, "size_t", what, 1);
 }

@@ -6,6 +6,8 @@ import type { NativeLibrary, Pointer } from "../../ffi/types.ts";
 import { openclSymbols } from "../../ffi/symbols/opencl.ts";
 import { backend } from "../backend.ts";
 import { OpenCLError } from "../errors.ts";
+import { reportCallbackError } from "../callbacks.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import { openLibrary } from "../library.ts";
 import { refuseInWorker } from "../worker.ts";
 
@@ -56,7 +58,7 @@ function load(): NativeLibrary<typeof openclSymbols> {
 export function optionalSymbol(name: keyof OpenCLSymbols, needs: string): (...args: unknown[]) => unknown {
   const fn = opencl().symbols[name];
   if (fn === undefined) {
-    throw new OpenCLError(name, -59, `${name} needs ${needs}; the loaded OpenCL library (${opencl().path}) does not export it`);
+    throw new OpenCLError(name, OpenCLStatus.CL_INVALID_OPERATION, `${name} needs ${needs}; the loaded OpenCL library (${opencl().path}) does not export it`);
   }
   return fn;
 }
@@ -64,8 +66,22 @@ export function optionalSymbol(name: keyof OpenCLSymbols, needs: string): (...ar
 /** One reusable out-slot for `cl_int *errcode_ret`, read right after each call. */
 export const errcode = new Int32Array(new ArrayBuffer(4));
 
-export function check(fn: string, status: number): void {
-  if (status !== 0) throw new OpenCLError(fn, status);
+/**
+ * The one place a status a native call returned becomes an error: OpenCLError unless CL_SUCCESS.
+ * `detail` (a string, or a function only called on failure) adds what the call was about.
+ */
+export function check(fn: string, status: number, detail?: string | (() => string)): void {
+  if (status !== OpenCLStatus.CL_SUCCESS) throw new OpenCLError(fn, status, typeof detail === "function" ? detail() : detail);
+}
+
+/**
+ * The same for a native release that ran off the JS thread after `release()` returned: no caller
+ * can receive its failure (a status, or the backend's own error), so it goes to `onCallbackError`
+ * with source "release".
+ */
+export function releaseFailed(fn: string, failure: number | unknown): void {
+  if (failure === OpenCLStatus.CL_SUCCESS) return;
+  reportCallbackError(typeof failure === "number" ? new OpenCLError(fn, failure) : failure, "release");
 }
 
 const sizeRet = new BigUint64Array(new ArrayBuffer(8));

@@ -4,6 +4,7 @@ import { backend } from "../backend.ts";
 import { integer } from "../check.ts";
 import { DeviceInfo, DeviceType, PlatformInfo, SVMCapability } from "./constants.ts";
 import { check, infoString, infoU32, infoU64, opencl } from "./native.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 
 const countSlot = new Uint32Array(new ArrayBuffer(4));
 
@@ -65,7 +66,7 @@ export class Platform {
   #query(type: number, known: Device[] | undefined): Device[] {
     const s = opencl().symbols;
     const status = s.clGetDeviceIDs(this.#handle, type, 0, null, countSlot);
-    if (status === -1) return []; // CL_DEVICE_NOT_FOUND
+    if (status === OpenCLStatus.CL_DEVICE_NOT_FOUND) return [];
     check("clGetDeviceIDs", status);
     const list = new BigUint64Array(new ArrayBuffer(8 * countSlot[0]));
     check("clGetDeviceIDs", s.clGetDeviceIDs(this.#handle, type, countSlot[0], list, null));
@@ -154,7 +155,7 @@ export function getPlatforms(): Platform[] {
   if (platforms === undefined) {
     const s = opencl().symbols;
     const status = s.clGetPlatformIDs(0, null, countSlot);
-    if (status === -1001) { // CL_PLATFORM_NOT_FOUND_KHR: a loader with no driver installed
+    if (status === OpenCLStatus.CL_PLATFORM_NOT_FOUND_KHR) { // a loader with no driver installed
       platforms = [];
     } else {
       check("clGetPlatformIDs", status);

@@ -1,17 +1,22 @@
 /** Programs (cl_program): built from source off the JS thread, with the build log on failure. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
-import { OpenCLError, ReleasedError } from "../errors.ts";
+import { OpenCLError } from "../errors.ts";
 import { ProgramBuildInfo, ProgramInfo } from "./constants.ts";
 import { check, errcode, infoString, infoU64, opencl, pointerArray } from "./native.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
+import { childKind, ContextChild } from "./child.ts";
 import type { Device } from "./platform.ts";
 import { Kernel } from "./kernel.ts";
+import { adoptChild, disownChild, liveHandle } from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-  opencl().symbols.clReleaseProgram(handle);
-  context.disown();
+const kind = childKind({
+  name: "Program",
+  retainFn: "clRetainProgram",
+  releaseFn: "clReleaseProgram",
+  retain: (handle) => opencl().symbols.clRetainProgram(handle),
+  release: (handle) => opencl().symbols.clReleaseProgram(handle),
 });
 
 /** What a failed build leaves per device. */
@@ -24,19 +29,16 @@ const encoder = new TextEncoder();
 
 /**
  * A program made from OpenCL C source. `build()` compiles it on a backend thread, so the JS
- * thread stays free; kernels come from a built program.
+ * thread stays free; kernels come from a built program. Kernels made from it keep the native
+ * program alive after `release()` (OpenCL retains it for them), and so do commands that use them.
  * @example
  * using program = ctx.createProgram("__kernel void twice(__global float *x) { x[get_global_id(0)] *= 2; }");
  * await program.build("-cl-std=CL2.0");
  * using kernel = program.createKernel("twice");
  */
-export class Program {
-  #handle: Pointer | null;
-  #refs = 1;
+export class Program extends ContextChild {
   /** A build is running: OpenCL refuses a second one on the same program (CL_INVALID_OPERATION). */
   #building = false;
-  readonly context: Context;
-  [inRegistry] = false;
 
   /** @internal use `ctx.createProgram()`. */
   constructor(context: Context, source: string) {
@@ -46,26 +48,9 @@ export class Program {
     const strings = pointerArray([backend.pointerOf(bytes)]);
     const lengths = new BigUint64Array(new ArrayBuffer(8));
     lengths[0] = BigInt(bytes.byteLength);
-    const handle = opencl().symbols.clCreateProgramWithSource(context.handle(), 1, strings, lengths, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateProgramWithSource(context[liveHandle](), 1, strings, lengths, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateProgramWithSource", errcode[0]);
-    this.#handle = handle;
-    this.context = context;
-    context.adopt();
-    net.add(this);
-  }
-
-  [finalizerState](): { handle: Pointer; context: Context } {
-    return { handle: this.#handle!, context: this.context };
-  }
-
-  get alive(): boolean {
-    return this.#handle !== null;
-  }
-
-  /** @internal */
-  handle(): Pointer {
-    if (this.#handle === null) throw new ReleasedError("Program");
-    return this.#handle;
+    super(handle, context, kind);
   }
 
   /**
@@ -75,7 +60,7 @@ export class Program {
    * quotes them.
    */
   async build(options = "", devices?: readonly Device[]): Promise<void> {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (typeof options !== "string") throw new TypeError(`build options must be a string, got ${typeof options}`);
     if (options.includes("\0")) throw new TypeError("build options must not contain NUL characters");
     let list: Device[] | undefined;
@@ -86,12 +71,12 @@ export class Program {
       });
       list = devices;
     }
-    if (this.#building) throw new OpenCLError("clBuildProgram", -59, "a build of this program is already running");
+    if (this.#building) throw new OpenCLError("clBuildProgram", OpenCLStatus.CL_INVALID_OPERATION, "a build of this program is already running");
     const ids = list === undefined ? null : pointerArray(list.map((d) => d.unsafeHandle));
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
     check("clRetainProgram", opencl().symbols.clRetainProgram(handle));
-    this.context.adopt();
+    this.context[adoptChild]();
     let status: number;
     try {
       status = await opencl().async.clBuildProgram(handle, list?.length ?? 0, ids, options, null, 0) as number;
@@ -99,7 +84,7 @@ export class Program {
       this.#building = false;
     }
     try {
-      if (status !== 0) {
+      if (status !== OpenCLStatus.CL_SUCCESS) {
         const logs = (list ?? [...this.context.devices]).map((device) => ({ device, log: buildLog(handle, device) }));
         const detail = logs.map((l) => `[${l.device.name}]\n${l.log.trim()}`).join("\n");
         const error = new OpenCLError("clBuildProgram", status, detail);
@@ -108,38 +93,38 @@ export class Program {
       }
     } finally {
       opencl().symbols.clReleaseProgram(handle);
-      this.context.disown();
+      this.context[disownChild]();
     }
   }
 
   /** CL_PROGRAM_BUILD_LOG for `device` (default: the context's first device). */
   buildLog(device: Device = this.context.devices[0]): string {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
-    return buildLog(this.handle(), device);
+    return buildLog(this[liveHandle](), device);
   }
 
   /** CL_PROGRAM_BUILD_STATUS: 0 success, -1 none, -2 error, -3 in progress. */
   buildStatus(device: Device = this.context.devices[0]): number {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const fn = opencl().symbols.clGetProgramBuildInfo;
     return infoU64("clGetProgramBuildInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), handle, ProgramBuildInfo.STATUS, 4) | 0;
   }
 
   /** CL_PROGRAM_SOURCE. */
   get source(): string {
-    return infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this.handle(), ProgramInfo.SOURCE);
+    return infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this[liveHandle](), ProgramInfo.SOURCE);
   }
 
   /** CL_PROGRAM_KERNEL_NAMES (the program must be built). */
   get kernelNames(): string[] {
-    const names = infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this.handle(), ProgramInfo.KERNEL_NAMES);
+    const names = infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this[liveHandle](), ProgramInfo.KERNEL_NAMES);
     return names === "" ? [] : names.split(";");
   }
 
   /** CL_PROGRAM_NUM_KERNELS (the program must be built). */
   get numKernels(): number {
-    return infoU64("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this.handle(), ProgramInfo.NUM_KERNELS);
+    return infoU64("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this[liveHandle](), ProgramInfo.NUM_KERNELS);
   }
 
   /**
@@ -150,14 +135,14 @@ export class Program {
     if (typeof name !== "string" || name.length === 0 || name.includes("\0")) {
       throw new TypeError(`a kernel name is a non-empty string without NUL, got ${typeof name === "string" ? JSON.stringify(name) : typeof name}`);
     }
-    const handle = opencl().symbols.clCreateKernel(this.handle(), name, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateKernel(this[liveHandle](), name, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateKernel", errcode[0], `kernel "${name}"`);
     return new Kernel(this, handle);
   }
 
   /** Every kernel of the built program (clCreateKernelsInProgram). */
   createKernels(): Kernel[] {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const s = opencl().symbols;
     const count = new Uint32Array(new ArrayBuffer(4));
     check("clCreateKernelsInProgram", s.clCreateKernelsInProgram(handle, 0, null, count));
@@ -166,38 +151,6 @@ export class Program {
     const kernels: Kernel[] = [];
     for (let i = 0; i < count[0]; i++) kernels.push(new Kernel(this, backend.fromAddress(list[i]) as Pointer));
     return kernels;
-  }
-
-  retain(): this {
-    check("clRetainProgram", opencl().symbols.clRetainProgram(this.handle()));
-    this.#refs++;
-    return this;
-  }
-
-  /**
-   * Drops a reference. Kernels made from it keep the native program alive (OpenCL retains it for
-   * them), and so do commands that use those kernels.
-   */
-  release(): void {
-    const handle = this.#handle;
-    if (handle === null) return;
-    const last = --this.#refs === 0;
-    if (last) {
-      this.#handle = null;
-      net.remove(this);
-    }
-    const status = opencl().symbols.clReleaseProgram(handle);
-    if (last) this.context.disown();
-    check("clReleaseProgram", status);
-  }
-
-  [Symbol.dispose](): void {
-    this.release();
-  }
-
-  /** The raw cl_program. Unsafe: invalid after release. */
-  get unsafeHandle(): Pointer {
-    return this.handle();
   }
 }
 

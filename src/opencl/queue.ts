@@ -1,11 +1,12 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import { type CallbackOutcome, defer, IdTable, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { type CallbackOutcome, defer, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
 import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
-import { callable, integer, keys, memory, options as checkOptions, own, show } from "../check.ts";
-import { QueueInfo } from "./constants.ts";
-import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, scratchPointers } from "./native.ts";
+import { callable, integer, keys, member, memory, names, options as checkOptions, own, show, sizeOr } from "../check.ts";
+import { ExecutionStatus, QueueInfo } from "./constants.ts";
+import { OpenCLStatus } from "./status-codes.ts";
+import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, releaseFailed, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { type CommandTracker, Event, eventFrom, waitList } from "./event.ts";
 import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline, watchFailure } from "./svm.ts";
@@ -14,6 +15,7 @@ import { backend } from "../backend.ts";
 import { MapFlags } from "./constants.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
+import { adoptChild, commandHandle, commandUses, completedThrough, disownChild, liveHandle, nativeHandle, newCommand, pinCommand, quietRelease, surrender, svmPointer, trackCommand, unuseSVM, useSVM } from "../internal.ts";
 
 const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => releaseQueue(handle, context));
 
@@ -24,12 +26,12 @@ const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, cont
 function releaseQueue(handle: Pointer, context: Context): void {
   opencl().async.clReleaseCommandQueue(handle).then(
     (status) => {
-      context.disown();
-      if (status !== 0) reportCallbackError(new OpenCLError("clReleaseCommandQueue", status as number), "release");
+      context[disownChild]();
+      releaseFailed("clReleaseCommandQueue", status as number);
     },
     (error) => {
-      context.disown();
-      reportCallbackError(error, "release");
+      context[disownChild]();
+      releaseFailed("clReleaseCommandQueue", error);
     },
   );
 }
@@ -56,6 +58,12 @@ export interface SVMFreeOptions {
 
 const transferKeys = keys("offset", "waitFor");
 const svmFreeKeys = keys("onFree", "waitFor");
+const waitForKeys = keys("waitFor");
+const ndrangeKeys = keys("local", "offset", "waitFor");
+const svmCopyKeys = keys("size", "srcOffset", "dstOffset", "waitFor");
+const svmMapKeys = keys("access", "offset", "size", "waitFor");
+const copyBufferKeys = keys("srcOffset", "dstOffset", "size", "waitFor");
+const rangeKeys = keys("offset", "size", "waitFor");
 
 /**
  * A read or write of `view` at `options.offset` of `buffer`, checked: the offset is a size_t, the
@@ -120,40 +128,12 @@ export interface CopyBufferOptions {
   waitFor?: readonly Event[];
 }
 
-const mapFlags: Record<MapAccess, number> = {
+const mapFlags: Readonly<Record<MapAccess, number>> = names({
   read: MapFlags.READ,
   write: MapFlags.WRITE,
   read_write: MapFlags.READ | MapFlags.WRITE,
   write_invalidate: MapFlags.WRITE_INVALIDATE_REGION,
-};
-
-/**
- * An options object's own properties, refusing names it does not know (a typo such as `wiatFor`
- * would otherwise be ignored in silence).
- */
-function ownOptions<K extends string>(value: unknown, names: readonly K[], where: string): { [P in K]?: unknown } {
-  if (value === undefined) return {};
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new TypeError(`${where}: options must be an object`);
-  const out: { [P in K]?: unknown } = {};
-  for (const key of Object.keys(value)) {
-    if (!(names as readonly string[]).includes(key)) throw new TypeError(`${where}: unknown option "${key}" (known: ${names.join(", ")})`);
-    out[key as K] = (value as Record<string, unknown>)[key];
-  }
-  return out;
-}
-
-function byteCount(value: unknown, what: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw new RangeError(`${what} must be a non-negative integer, got ${String(value)}`);
-  return value;
-}
-
-/** A host view whose memory a command will read or write after the call returns. */
-function pinnable(view: ArrayBufferView, what: string): void {
-  const buffer = view.buffer as ArrayBuffer & { resizable?: boolean; detached?: boolean; growable?: boolean };
-  if (buffer.resizable === true || buffer.growable === true) throw new TypeError(`${what}: a view of a resizable ArrayBuffer cannot be pinned`);
-  if (buffer.detached === true) throw new TypeError(`${what}: the view's ArrayBuffer is detached`);
-}
+});
 
 function offsetPointer(pointer: Pointer, offset: number): Pointer {
   return offset === 0 ? pointer : backend.fromAddress(backend.address(pointer) + BigInt(offset)) as Pointer;
@@ -185,7 +165,7 @@ const completedTrampoline = trampolines.queueCompletion((_event, _status, id) =>
 
 function settleArmed(entry: { queue: CommandQueue; seq: number; handle: Pointer }): void {
   opencl().symbols.clReleaseEvent(entry.handle);
-  entry.queue.completedThrough(entry.seq, true);
+  entry.queue[completedThrough](entry.seq, true);
 }
 
 /** How long pins may wait for a `wait()` or `finish()` before a completion callback is armed. */
@@ -239,8 +219,8 @@ export class SVMMapping {
   /** Enqueues clEnqueueSVMUnmap and detaches `arrayBuffer` at once. */
   unmap(options?: { waitFor?: readonly Event[] }): Event {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
-    const { waitFor } = ownOptions(options, ["waitFor"] as const, "unmap");
-    const handle = this.#queue.handle();
+    const waitFor = own(checkOptions(options, waitForKeys, "unmap options"), "waitFor");
+    const handle = this.#queue[liveHandle]();
     const { count, list } = waitList(waitFor as Event[] | undefined);
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
@@ -249,10 +229,10 @@ export class SVMMapping {
     const buffer = this.#buffer as (ArrayBuffer & { transfer?: (length: number) => ArrayBuffer }) | undefined;
     this.#buffer = undefined;
     if (buffer !== undefined && typeof buffer.transfer === "function") buffer.transfer(0);
-    const event = this.#queue.command();
+    const event = this.#queue[newCommand]();
     // The map counted as a use of the allocation: the unmap's pin takes it over.
-    this.#queue.pin(event, [this.allocation], undefined);
-    this.allocation.unuse();
+    this.#queue[pinCommand](event, [this.allocation], undefined);
+    this.allocation[unuseSVM]();
     return event;
   }
 
@@ -262,8 +242,8 @@ export class SVMMapping {
   }
 }
 
+/** `size` bytes at `offset` (both checked size_t values) fit in the buffer. */
 function checkRange(buffer: Buffer, offset: number, size: number): void {
-  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`offset must be a non-negative integer, got ${offset}`);
   if (offset + size > buffer.size) {
     throw new RangeError(`${size} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
   }
@@ -304,12 +284,12 @@ export class CommandQueue {
 
   /** @internal use `ctx.createCommandQueue()`. */
   constructor(context: Context, device: Device) {
-    const handle = opencl().symbols.clCreateCommandQueue(context.handle(), device.unsafeHandle, 0, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateCommandQueue(context[liveHandle](), device.unsafeHandle, 0, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateCommandQueue", errcode[0]);
     this.#handle = handle;
     this.context = context;
     this.device = device;
-    context.adopt();
+    context[adoptChild]();
     net.add(this, { handle, context });
   }
 
@@ -318,7 +298,7 @@ export class CommandQueue {
   }
 
   /** @internal */
-  handle(): Pointer {
+  [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("CommandQueue");
     return this.#handle;
   }
@@ -326,7 +306,7 @@ export class CommandQueue {
   #checkBuffer(buffer: Buffer): Pointer {
     if (!(buffer instanceof Buffer)) throw new TypeError(`expected a cl.Buffer, got ${show(buffer)}`);
     if (buffer.context !== this.context) throw new TypeError("the buffer belongs to another context than this queue");
-    return buffer.commandHandle();
+    return buffer[commandHandle]();
   }
 
   /**
@@ -334,14 +314,7 @@ export class CommandQueue {
    * the command completes: do not transfer its ArrayBuffer before then.
    */
   enqueueWriteBuffer(buffer: Buffer, data: ArrayBufferView, options?: TransferOptions): Event {
-    const handle = this.handle();
-    const mem = this.#checkBuffer(buffer);
-    const { offset, host, waitFor } = transfer(buffer, data, options, "data");
-    const { count, list } = waitList(waitFor);
-    check("clEnqueueWriteBuffer", opencl().symbols.clEnqueueWriteBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
-    const event = this.command();
-    this.pin(event, undefined, host); // `data` stays pinned until the command completed
-    return event;
+    return this.#enqueueTransfer("clEnqueueWriteBuffer", buffer, data, options, "data");
   }
 
   /**
@@ -349,13 +322,18 @@ export class CommandQueue {
    * not transfer its ArrayBuffer before then).
    */
   enqueueReadBuffer(buffer: Buffer, target: ArrayBufferView, options?: TransferOptions): Event {
-    const handle = this.handle();
+    return this.#enqueueTransfer("clEnqueueReadBuffer", buffer, target, options, "target");
+  }
+
+  /** A non-blocking read or write: the host memory stays pinned until the command completed. */
+  #enqueueTransfer(fn: "clEnqueueReadBuffer" | "clEnqueueWriteBuffer", buffer: Buffer, view: ArrayBufferView, options: TransferOptions | undefined, what: string): Event {
+    const handle = this[liveHandle]();
     const mem = this.#checkBuffer(buffer);
-    const { offset, host, waitFor } = transfer(buffer, target, options, "target");
+    const { offset, host, waitFor } = transfer(buffer, view, options, what);
     const { count, list } = waitList(waitFor);
-    check("clEnqueueReadBuffer", opencl().symbols.clEnqueueReadBuffer(handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
-    const event = this.command();
-    this.pin(event, undefined, host);
+    check(fn, opencl().symbols[fn](handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
+    const event = this[newCommand]();
+    this[pinCommand](event, undefined, host);
     return event;
   }
 
@@ -373,7 +351,7 @@ export class CommandQueue {
   async readBuffer<T extends ArrayBufferView = Uint8Array>(buffer: Buffer, target?: T, options?: TransferOptions): Promise<T> {
     let into = target;
     if (into === undefined) {
-      this.handle();
+      this[liveHandle]();
       this.#checkBuffer(buffer);
       const given = own(checkOptions(options, transferKeys, "transfer options"), "offset");
       const offset = given === undefined ? 0 : integer(given, "size_t", "offset", 0, buffer.size);
@@ -394,7 +372,7 @@ export class CommandQueue {
    * `wait()` settles after the command completed and `onFree` ran.
    */
   enqueueSVMFree(allocations: readonly SVMAllocation[], options?: SVMFreeOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!Array.isArray(allocations)) throw new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(allocations)}`);
     let onFree: SVMFreeCallback | undefined;
     let waitFor: unknown;
@@ -415,7 +393,7 @@ export class CommandQueue {
       if (seen !== undefined) twice = seen.size === seen.add(a).size;
       else for (let j = 0; j < i && !twice; j++) twice = allocations[j] === a;
       if (twice) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
-      a.pointer(); // ReleasedError if already freed
+      a[svmPointer](); // ReleasedError if already freed
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
@@ -425,22 +403,20 @@ export class CommandQueue {
     for (let i = 0; i < n; i++) array![i] = allocations[i].address;
     if (onFree === undefined) {
       check("clEnqueueSVMFree", clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number);
-      for (let i = 0; i < n; i++) allocations[i].surrender();
-      const event = this.command();
-      return count === 0 ? event.quiet() : event;
+      for (let i = 0; i < n; i++) allocations[i][surrender]();
+      const event = this[newCommand]();
+      return count === 0 ? event[quietRelease]() : event;
     }
     const given = allocations.slice();
-    const pointers = given.map((a) => a.pointer());
-    const { id, outcome } = registerFree(this, this.context.nativeHandle(), given, pointers, onFree);
+    const pointers = given.map((a) => a[svmPointer]());
+    const { id, outcome } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
     const status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
-    if (status !== 0) {
-      abandonFree(id);
-      throw new OpenCLError("clEnqueueSVMFree", status);
-    }
-    for (const a of given) a.surrender();
+    if (status !== OpenCLStatus.CL_SUCCESS) abandonFree(id);
+    check("clEnqueueSVMFree", status);
+    for (const a of given) a[surrender]();
     this.#track(outcome.done);
     if (count > 0) watchFailure(id, eventOut);
-    return this.command(outcome);
+    return this[newCommand](outcome);
   }
 
   /**
@@ -453,19 +429,19 @@ export class CommandQueue {
    * await done.wait();
    */
   enqueueNDRangeKernel(kernel: Kernel, globalSize: readonly number[], options?: NDRangeOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!(kernel instanceof Kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
     if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
-    const k = kernel.handle();
-    const o = options === undefined ? undefined : ownOptions(options, ["local", "offset", "waitFor"] as const, "enqueueNDRangeKernel");
-    const sizes = ndrangeSizes(globalSize, o?.local as number[] | undefined, o?.offset as number[] | undefined);
-    const { count, list } = waitList(o?.waitFor as Event[] | undefined);
-    const svm = kernel.commandUses();
+    const k = kernel[liveHandle]();
+    const bag = checkOptions(options, ndrangeKeys, "enqueueNDRangeKernel options");
+    const sizes = ndrangeSizes(globalSize, own(bag, "local") as number[] | undefined, own(bag, "offset") as number[] | undefined);
+    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
+    const svm = kernel[commandUses]();
     check("clEnqueueNDRangeKernel", opencl().symbols.clEnqueueNDRangeKernel(
       handle, k, sizes.dim, sizes.offset, sizes.global, sizes.local, count, list, eventOut,
     ));
-    const event = this.command();
-    if (svm !== undefined) this.pin(event, svm, undefined);
+    const event = this[newCommand]();
+    if (svm !== undefined) this[pinCommand](event, svm, undefined);
     return event;
   }
 
@@ -474,17 +450,17 @@ export class CommandQueue {
    * Either side may be an ArrayBufferView, pinned until the copy completed.
    */
   enqueueSVMMemcpy(dst: SVMAllocation | ArrayBufferView, src: SVMAllocation | ArrayBufferView, options?: SVMCopyOptions): Event {
-    const handle = this.handle();
-    const o = ownOptions(options, ["size", "srcOffset", "dstOffset", "waitFor"] as const, "enqueueSVMMemcpy");
-    const srcOffset = byteCount(o.srcOffset, "srcOffset", 0);
-    const dstOffset = byteCount(o.dstOffset, "dstOffset", 0);
+    const handle = this[liveHandle]();
+    const bag = checkOptions(options, svmCopyKeys, "enqueueSVMMemcpy options");
+    const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
+    const dstOffset = sizeOr(own(bag, "dstOffset"), "dstOffset", 0);
     const side = (x: unknown, what: string, offset: number): { pointer: Pointer; length: number } => {
       if (x instanceof SVMAllocation) {
         if (x.context !== this.context) throw new TypeError(`${what} belongs to another context than this queue`);
-        return { pointer: offsetPointer(x.pointer(), Math.min(offset, x.size)), length: x.size };
+        return { pointer: offsetPointer(x[svmPointer](), Math.min(offset, x.size)), length: x.size };
       }
       if (ArrayBuffer.isView(x)) {
-        pinnable(x, what);
+        memory(x, what, true);
         if (x.byteLength === 0) throw new RangeError(`${what} is empty`);
         return { pointer: offsetPointer(backend.pointerOf(x), Math.min(offset, x.byteLength)), length: x.byteLength };
       }
@@ -492,18 +468,18 @@ export class CommandQueue {
     };
     const d = side(dst, "dst", dstOffset);
     const s = side(src, "src", srcOffset);
-    const size = byteCount(o.size, "size", Math.max(s.length - srcOffset, 0));
+    const size = sizeOr(own(bag, "size"), "size", Math.max(s.length - srcOffset, 0));
     if (size === 0) throw new RangeError("enqueueSVMMemcpy: nothing to copy (size 0)");
     if (srcOffset + size > s.length) throw new RangeError(`${size} bytes at srcOffset ${srcOffset} do not fit in src (${s.length} bytes)`);
     if (dstOffset + size > d.length) throw new RangeError(`${size} bytes at dstOffset ${dstOffset} do not fit in dst (${d.length} bytes)`);
-    const { count, list } = waitList(o.waitFor as Event[] | undefined);
+    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d.pointer, s.pointer, size, count, list, eventOut) as number);
-    const event = this.command();
+    const event = this[newCommand]();
     const dstSVM = dst instanceof SVMAllocation, srcSVM = src instanceof SVMAllocation;
     const svm = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
     const host = dstSVM ? (srcSVM ? undefined : src) : srcSVM ? dst : [dst, src];
-    this.pin(event, svm, host);
+    this[pinCommand](event, svm, host);
     return event;
   }
 
@@ -512,16 +488,16 @@ export class CommandQueue {
    * `cl.float(1)` or an ArrayBufferView of 1, 2, 4, ..., 128 bytes; offset and size are multiples of it.
    */
   enqueueSVMMemFill(allocation: SVMAllocation, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMemFill takes a cl.SVMAllocation");
     if (allocation.context !== this.context) throw new TypeError("the allocation belongs to another context than this queue");
     const bytes = patternBytes(pattern);
     const { offset, size, waitFor } = fillRange(options, allocation.size, bytes.byteLength, "enqueueSVMMemFill");
     const { count, list } = waitList(waitFor);
     const fill = clEnqueueSVMMemFill ??= optionalSymbol("clEnqueueSVMMemFill", "an OpenCL 2.0 platform");
-    check("clEnqueueSVMMemFill", fill(handle, offsetPointer(allocation.pointer(), offset), bytes, bytes.byteLength, size, count, list, eventOut) as number);
-    const event = this.command();
-    this.pin(event, [allocation], undefined);
+    check("clEnqueueSVMMemFill", fill(handle, offsetPointer(allocation[svmPointer](), offset), bytes, bytes.byteLength, size, count, list, eventOut) as number);
+    const event = this[newCommand]();
+    this[pinCommand](event, [allocation], undefined);
     return event;
   }
 
@@ -531,24 +507,22 @@ export class CommandQueue {
    * the range back. The allocation's `release()` waits for the unmap.
    */
   enqueueSVMMap(allocation: SVMAllocation, options?: SVMMapOptions): SVMMapping {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
     if (allocation.context !== this.context) throw new TypeError("the allocation belongs to another context than this queue");
-    const o = ownOptions(options, ["access", "offset", "size", "waitFor"] as const, "enqueueSVMMap");
-    const access = (o.access ?? "read_write") as MapAccess;
-    const flags = mapFlags[access];
-    if (flags === undefined || !Object.hasOwn(mapFlags, access)) throw new TypeError(`access must be "read", "write", "read_write" or "write_invalidate", got ${String(o.access)}`);
-    const offset = byteCount(o.offset, "offset", 0);
+    const bag = checkOptions(options, svmMapKeys, "enqueueSVMMap options");
+    const flags = member(mapFlags, own(bag, "access"), "access", mapFlags.read_write);
+    const offset = sizeOr(own(bag, "offset"), "offset", 0);
     if (offset >= allocation.size) throw new RangeError(`offset ${offset} is outside the allocation (${allocation.size} bytes)`);
-    const size = byteCount(o.size, "size", allocation.size - offset);
+    const size = sizeOr(own(bag, "size"), "size", allocation.size - offset);
     if (size === 0 || offset + size > allocation.size) throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocation.size} bytes)`);
-    const { count, list } = waitList(o.waitFor as Event[] | undefined);
-    const pointer = offsetPointer(allocation.pointer(), offset);
+    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
+    const pointer = offsetPointer(allocation[svmPointer](), offset);
     const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMap", map(handle, 0, flags, pointer, size, count, list, eventOut) as number);
-    const event = this.command();
+    const event = this[newCommand]();
     // Counts as a use until the unmap completes (see SVMMapping.unmap).
-    allocation.use();
+    allocation[useSVM]();
     return new SVMMapping(this, allocation, pointer, offset, size, event);
   }
 
@@ -568,56 +542,56 @@ export class CommandQueue {
 
   /** Copies between buffers (clEnqueueCopyBuffer). */
   enqueueCopyBuffer(src: Buffer, dst: Buffer, options?: CopyBufferOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const s = this.#checkBuffer(src);
     const d = this.#checkBuffer(dst);
-    const o = ownOptions(options, ["srcOffset", "dstOffset", "size", "waitFor"] as const, "enqueueCopyBuffer");
-    const srcOffset = byteCount(o.srcOffset, "srcOffset", 0);
-    const dstOffset = byteCount(o.dstOffset, "dstOffset", 0);
-    const size = byteCount(o.size, "size", Math.max(src.size - srcOffset, 0));
+    const bag = checkOptions(options, copyBufferKeys, "enqueueCopyBuffer options");
+    const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
+    const dstOffset = sizeOr(own(bag, "dstOffset"), "dstOffset", 0);
+    const size = sizeOr(own(bag, "size"), "size", Math.max(src.size - srcOffset, 0));
     if (size === 0) throw new RangeError("enqueueCopyBuffer: nothing to copy (size 0)");
     checkRange(src, srcOffset, size);
     checkRange(dst, dstOffset, size);
-    const { count, list } = waitList(o.waitFor as Event[] | undefined);
+    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
     check("clEnqueueCopyBuffer", opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut));
-    return this.command();
+    return this[newCommand]();
   }
 
   /** Fills a buffer range with a repeated pattern (clEnqueueFillBuffer); see `enqueueSVMMemFill`. */
   enqueueFillBuffer(buffer: Buffer, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const mem = this.#checkBuffer(buffer);
     const bytes = patternBytes(pattern);
     const { offset, size, waitFor } = fillRange(options, buffer.size, bytes.byteLength, "enqueueFillBuffer");
     const { count, list } = waitList(waitFor);
     const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
     check("clEnqueueFillBuffer", fill(handle, mem, bytes, bytes.byteLength, offset, size, count, list, eventOut) as number);
-    return this.command();
+    return this[newCommand]();
   }
 
   /** An event that completes when `waitFor` (default: every command enqueued before) completed. */
   enqueueMarker(options?: { waitFor?: readonly Event[] }): Event {
-    const handle = this.handle();
-    const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueMarker");
+    const handle = this[liveHandle]();
+    const waitFor = own(checkOptions(options, waitForKeys, "enqueueMarker options"), "waitFor");
     const { count, list } = waitList(waitFor as Event[] | undefined);
     const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueMarkerWithWaitList", marker(handle, count, list, eventOut) as number);
-    return this.command();
+    return this[newCommand]();
   }
 
   /** Like `enqueueMarker`, and later commands wait for it too (matters on out-of-order queues). */
   enqueueBarrier(options?: { waitFor?: readonly Event[] }): Event {
-    const handle = this.handle();
-    const { waitFor } = ownOptions(options, ["waitFor"] as const, "enqueueBarrier");
+    const handle = this[liveHandle]();
+    const waitFor = own(checkOptions(options, waitForKeys, "enqueueBarrier options"), "waitFor");
     const { count, list } = waitList(waitFor as Event[] | undefined);
     const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueBarrierWithWaitList", barrier(handle, count, list, eventOut) as number);
-    return this.command();
+    return this[newCommand]();
   }
 
   /** @internal Wraps the cl_event the enqueue call just wrote, numbered for completion tracking. */
-  command(after?: CallbackOutcome): Event {
-    return eventFrom(eventOut, this.context, after).track(this.#tracker, ++this.#seq);
+  [newCommand](after?: CallbackOutcome): Event {
+    return eventFrom(eventOut, this.context, after)[trackCommand](this.#tracker, ++this.#seq);
   }
 
   /**
@@ -626,12 +600,12 @@ export class CommandQueue {
    * covers the command does the queue arm a completion callback (a driver-thread callback costs
    * the JS thread, and on Deno and Node the driver thread, ~15 us).
    */
-  pin(event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
+  [pinCommand](event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
     const seq = this.#seq;
-    if (svm !== undefined) for (let i = 0; i < svm.length; i++) svm[i].use();
+    if (svm !== undefined) for (let i = 0; i < svm.length; i++) svm[i][useSVM]();
     if (this.#pins.push({ seq, svm, host }) === 1) busy.add(this);
     const s = opencl().symbols;
-    const handle = event.handle();
+    const handle = event[liveHandle]();
     check("clRetainEvent", s.clRetainEvent(handle));
     if (this.#newest !== null) s.clReleaseEvent(this.#newest);
     this.#newest = handle;
@@ -640,7 +614,7 @@ export class CommandQueue {
   }
 
   /** @internal Every command up to number `seq` completed (or, `known` false, may not have). */
-  completedThrough(seq: number, known: boolean): void {
+  [completedThrough](seq: number, known: boolean): void {
     if (known) {
       const pins = this.#pins;
       let n = 0;
@@ -649,7 +623,7 @@ export class CommandQueue {
         const done = pins.splice(0, n);
         for (let i = 0; i < done.length; i++) {
           const svm = done[i].svm;
-          if (svm !== undefined) for (let j = 0; j < svm.length; j++) svm[j].unuse();
+          if (svm !== undefined) for (let j = 0; j < svm.length; j++) svm[j][unuseSVM]();
         }
         if (this.#newest !== null && this.#newestSeq <= seq) {
           opencl().symbols.clReleaseEvent(this.#newest);
@@ -669,7 +643,7 @@ export class CommandQueue {
     },
     waitEnded: (seq, completed) => {
       if (--this.#waits === 0) this.#waitMax = 0;
-      this.completedThrough(seq, completed);
+      this[completedThrough](seq, completed);
     },
     open: () => this.#handle !== null,
   };
@@ -692,12 +666,12 @@ export class CommandQueue {
     const handle = this.#newest;
     this.#newest = null; // the armed entry owns this reference now
     const id = armed.add({ queue: this, seq: newest, handle });
-    const status = opencl().symbols.clSetEventCallback(handle, 0 /* CL_COMPLETE */, completedTrampoline(), id) as number;
-    if (status !== 0) {
+    const status = opencl().symbols.clSetEventCallback(handle, ExecutionStatus.COMPLETE, completedTrampoline(), id) as number;
+    if (status !== OpenCLStatus.CL_SUCCESS) {
       armed.delete(id);
       opencl().symbols.clReleaseEvent(handle);
-      throw new OpenCLError("clSetEventCallback", status);
     }
+    check("clSetEventCallback", status);
     this.#armedSeq = newest;
   };
 
@@ -710,22 +684,22 @@ export class CommandQueue {
 
   /** Issues the queued commands (clFlush). */
   flush(): void {
-    check("clFlush", opencl().symbols.clFlush(this.handle()));
+    check("clFlush", opencl().symbols.clFlush(this[liveHandle]()));
   }
 
   /** Resolves once every queued command completed and their callbacks (e.g. `onFree`) ran. */
   async finish(): Promise<void> {
-    const handle = this.handle();
+    const handle = this[liveHandle]();
     const upTo = this.#seq;
     this.#tracker.waitStarted(upTo);
     const call = opencl().async.clFinish(handle) as Promise<number>;
     // release() waits for it: the queue must not be released under a clFinish still running.
     this.#track(call);
-    let status = -1;
+    let status: number | undefined;
     try {
       status = await call;
     } finally {
-      this.#tracker.waitEnded(upTo, status === 0);
+      this.#tracker.waitEnded(upTo, status === OpenCLStatus.CL_SUCCESS);
     }
     check("clFinish", status);
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
@@ -733,11 +707,11 @@ export class CommandQueue {
 
   /** CL_QUEUE_REFERENCE_COUNT (stale at once: for debugging). */
   get referenceCount(): number {
-    return infoU64("clGetCommandQueueInfo", opencl().symbols.clGetCommandQueueInfo, this.handle(), QueueInfo.REFERENCE_COUNT, 4);
+    return infoU64("clGetCommandQueueInfo", opencl().symbols.clGetCommandQueueInfo, this[liveHandle](), QueueInfo.REFERENCE_COUNT, 4);
   }
 
   retain(): this {
-    check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(this.handle()));
+    check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(this[liveHandle]()));
     this.#refs++;
     return this;
   }
@@ -765,7 +739,7 @@ export class CommandQueue {
 
   /** The raw cl_command_queue. Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this.handle();
+    return this[liveHandle]();
   }
 }
 
@@ -774,7 +748,7 @@ function patternBytes(pattern: TypedValue | ArrayBufferView): ArrayBufferView {
   let bytes: ArrayBufferView;
   if (pattern instanceof TypedValue) bytes = pattern.bytes;
   else if (ArrayBuffer.isView(pattern)) {
-    pinnable(pattern, "pattern");
+    memory(pattern, "pattern", true);
     bytes = pattern;
   } else throw new TypeError("a fill pattern is a typed value such as cl.float(0) or an ArrayBufferView");
   const n = bytes.byteLength;
@@ -783,11 +757,11 @@ function patternBytes(pattern: TypedValue | ArrayBufferView): ArrayBufferView {
 }
 
 function fillRange(options: RangeOptions | undefined, total: number, unit: number, where: string): { offset: number; size: number; waitFor: Event[] | undefined } {
-  const o = ownOptions(options, ["offset", "size", "waitFor"] as const, where);
-  const offset = byteCount(o.offset, "offset", 0);
-  const size = byteCount(o.size, "size", Math.max(total - offset, 0));
+  const bag = checkOptions(options, rangeKeys, `${where} options`);
+  const offset = sizeOr(own(bag, "offset"), "offset", 0);
+  const size = sizeOr(own(bag, "size"), "size", Math.max(total - offset, 0));
   if (size === 0) throw new RangeError(`${where}: nothing to fill (size 0)`);
   if (offset % unit !== 0 || size % unit !== 0) throw new RangeError(`${where}: offset (${offset}) and size (${size}) must be multiples of the pattern size (${unit})`);
   if (offset + size > total) throw new RangeError(`${where}: ${size} bytes at offset ${offset} do not fit in ${total} bytes`);
-  return { offset, size, waitFor: o.waitFor as Event[] | undefined };
+  return { offset, size, waitFor: own(bag, "waitFor") as Event[] | undefined };
 }

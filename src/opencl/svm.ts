@@ -6,10 +6,12 @@ import { CallbackOutcome, defer, finalizerState, IdTable, inRegistry, owe, paid,
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { EventInfo, MemFlags } from "./constants.ts";
 import { infoU32, opencl, optionalSymbol } from "./native.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import { type Access, accessFlags } from "./buffer.ts";
 import { boolean, integer, keys, member, options as checkOptions, own } from "../check.ts";
 import type { Context } from "./context.ts";
 import type { CommandQueue } from "./queue.ts";
+import { adoptChild, disownChild, liveHandle, nativeHandle, surrender, svmChecked, svmPassed, svmPointer, unuseSVM, useSVM } from "../internal.ts";
 
 export interface SVMOptions {
   access?: Access;
@@ -25,8 +27,8 @@ const svmKeys = keys("access", "fineGrain", "atomics", "alignment");
 
 /** Safety net: an allocation the program forgot is freed with clSVMFree after it is collected. */
 const net = new SafetyNet<{ context: Context; pointer: Pointer }>(({ context, pointer }) => {
-  opencl_clSVMFree()(context.nativeHandle(), pointer);
-  context.disown();
+  opencl_clSVMFree()(context[nativeHandle](), pointer);
+  context[disownChild]();
 });
 
 let clSVMFree: ((...args: unknown[]) => unknown) | undefined;
@@ -42,20 +44,20 @@ const COARSE = 1, FINE = 2, ATOMICS = 4;
 function checkDevices(context: Context, size: number, fineGrain: boolean, atomics: boolean): void {
   const kinds = COARSE | (fineGrain ? FINE : 0) | (atomics ? ATOMICS : 0);
   // Device capabilities do not change: the loop below runs once per context and kind.
-  if (context.svmChecked(kinds, size)) return;
+  if (context[svmChecked](kinds, size)) return;
   let maxSize = Infinity;
   for (const device of context.devices) {
     const caps = device.svm;
     const missing = !caps.coarseGrainBuffer ? "shared virtual memory"
       : fineGrain && !caps.fineGrainBuffer ? "fine-grain SVM buffers"
       : atomics && !caps.atomics ? "SVM atomics" : undefined;
-    if (missing) throw new OpenCLError("clSVMAlloc", -59, `device "${device.name}" does not support ${missing} (CL_DEVICE_SVM_CAPABILITIES)`);
+    if (missing) throw new OpenCLError("clSVMAlloc", OpenCLStatus.CL_INVALID_OPERATION, `device "${device.name}" does not support ${missing} (CL_DEVICE_SVM_CAPABILITIES)`);
     if (size > device.maxMemAllocSize) {
       throw new RangeError(`SVM size ${size} exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE (${device.maxMemAllocSize}) of "${device.name}"`);
     }
     maxSize = Math.min(maxSize, device.maxMemAllocSize);
   }
-  context.svmPassed(kinds, maxSize);
+  context[svmPassed](kinds, maxSize);
 }
 
 /**
@@ -106,16 +108,16 @@ export class SVMAllocation {
     }
     checkDevices(context, size, fineGrain, atomics);
     clSVMAlloc ??= optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform");
-    const pointer = clSVMAlloc(context.handle(), flags, size, alignment) as Pointer | null;
+    const pointer = clSVMAlloc(context[liveHandle](), flags, size, alignment) as Pointer | null;
     if (pointer === null) {
       // clSVMAlloc reports no code; after the checks above, NULL means the allocation itself failed.
-      throw new OpenCLError("clSVMAlloc", -4, `returned NULL for ${size} bytes (it gives no error code)`);
+      throw new OpenCLError("clSVMAlloc", OpenCLStatus.CL_MEM_OBJECT_ALLOCATION_FAILURE, `returned NULL for ${size} bytes (it gives no error code)`);
     }
     this.#pointer = pointer;
     this.context = context;
     this.size = size;
     this.fineGrain = fineGrain;
-    context.adopt();
+    context[adoptChild]();
     net.add(this);
   }
 
@@ -134,7 +136,7 @@ export class SVMAllocation {
   }
 
   /** @internal */
-  pointer(): Pointer {
+  [svmPointer](): Pointer {
     if (this.#pointer === null) throw new ReleasedError("SVMAllocation");
     return this.#pointer;
   }
@@ -144,17 +146,17 @@ export class SVMAllocation {
    * mapped first). Do not touch it after the allocation is freed.
    */
   get arrayBuffer(): ArrayBuffer {
-    const pointer = this.pointer();
+    const pointer = this[svmPointer]();
     if (!this.fineGrain) throw new TypeError("only fine-grain SVM (svmAlloc(size, { fineGrain: true })) can be viewed from the host without mapping");
     return backend.arrayBuffer(pointer, this.size);
   }
 
   /** @internal The allocation now belongs to a free command (or is freed): no more use. */
-  surrender(): Pointer {
-    const pointer = this.pointer();
+  [surrender](): Pointer {
+    const pointer = this[svmPointer]();
     this.#pointer = null;
     net.remove(this);
-    this.context.disown();
+    this.context[disownChild]();
     return pointer;
   }
 
@@ -162,17 +164,17 @@ export class SVMAllocation {
    * @internal A command that uses the allocation was enqueued; `unuse()` when it completed. The
    * command's completion entry holds the allocation meanwhile, so the safety net cannot free it.
    */
-  use(): void {
+  [useSVM](): void {
     this.#uses++;
   }
 
   /** @internal A command counted by `use()` completed (or failed). */
-  unuse(): void {
+  [unuseSVM](): void {
     if (--this.#uses === 0 && this.#deferred !== null) {
       const pointer = this.#deferred;
       this.#deferred = null;
-      opencl_clSVMFree()(this.context.nativeHandle(), pointer);
-      this.context.disown();
+      opencl_clSVMFree()(this.context[nativeHandle](), pointer);
+      this.context[disownChild]();
     }
   }
 
@@ -195,8 +197,8 @@ export class SVMAllocation {
       net.remove(this);
       return;
     }
-    const context = this.context.nativeHandle();
-    opencl_clSVMFree()(context, this.surrender());
+    const context = this.context[nativeHandle]();
+    opencl_clSVMFree()(context, this[surrender]());
   }
 
   [Symbol.dispose](): void {
@@ -282,7 +284,7 @@ export function watchFailure(id: number, eventSlot: BigUint64Array): void {
   const entry = pendingFrees.get(id);
   const event = backend.fromAddress(eventSlot[0]);
   if (entry === undefined || event === null) return;
-  if (opencl().symbols.clRetainEvent(event) !== 0) return;
+  if (opencl().symbols.clRetainEvent(event) !== OpenCLStatus.CL_SUCCESS) return;
   watched.push({ id, entry, event });
   poll ??= setInterval(pollFailures, POLL_MS);
 }

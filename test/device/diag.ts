@@ -41,7 +41,7 @@ function dump(label: string): void {
   const lines = [
     `diag ${label} at ${ms()}:`,
     `  active resources: ${JSON.stringify(process.getActiveResourcesInfo())}`,
-    `  owed callbacks (owe - paid): ${owedCallbacks()}; koffi async calls inside koffi: ${backend.asyncInFlight}`,
+    `  owed callbacks (owe - paid): ${owedCallbacks()}`,
     `  async calls started ${JSON.stringify(started)}`,
     `  async calls ended   ${JSON.stringify(ended)}`,
     `  not returned (${open.length}): ${open.slice(0, 20).join(", ")}${open.length > 20 ? ", ..." : ""}`,

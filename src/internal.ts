@@ -1,0 +1,48 @@
+/**
+ * The seam between memlife's own modules: members only other memlife modules call, keyed by
+ * symbols that mod.ts does not export, so that they are not public API and can change in any
+ * release. A program can still find them with `Object.getOwnPropertySymbols`; nothing promises
+ * they stay. test/surface.spec.ts fails when a string-named internal member reaches a public class.
+ */
+
+/** The native handle of a live object, else ReleasedError (every object class). */
+export const liveHandle: unique symbol = Symbol("memlife.liveHandle");
+/** Context: the cl_context for children, valid until the last child let go, even after release(). */
+export const nativeHandle: unique symbol = Symbol("memlife.nativeHandle");
+/** Context: a child (buffer, queue, event, SVM allocation, program, kernel) now depends on it. */
+export const adoptChild: unique symbol = Symbol("memlife.adoptChild");
+/** Context: a child released its native reference. */
+export const disownChild: unique symbol = Symbol("memlife.disownChild");
+/** Context: whether its devices were already found to support these SVM kinds and this size. */
+export const svmChecked: unique symbol = Symbol("memlife.svmChecked");
+/** Context: its devices support these SVM kinds up to a size; they will not change. */
+export const svmPassed: unique symbol = Symbol("memlife.svmPassed");
+/** Buffer: the cl_mem for a command, refused once a `hostPtr: "use"` buffer's memory was transferred. */
+export const commandHandle: unique symbol = Symbol("memlife.commandHandle");
+/** SVMAllocation: the SVM pointer of a live allocation. */
+export const svmPointer: unique symbol = Symbol("memlife.svmPointer");
+/** SVMAllocation: hands the pointer to a free command; the allocation is unusable afterwards. */
+export const surrender: unique symbol = Symbol("memlife.surrender");
+/** SVMAllocation: an enqueued command uses it (`unuse` when that command completed). */
+export const useSVM: unique symbol = Symbol("memlife.useSVM");
+export const unuseSVM: unique symbol = Symbol("memlife.unuseSVM");
+/** Event: the completion callback's promise, registered on first use. */
+export const completion: unique symbol = Symbol("memlife.completion");
+/** Event: the event of command number `seq` of an in-order queue. */
+export const trackCommand: unique symbol = Symbol("memlife.trackCommand");
+/** CommandQueue: wraps the cl_event the enqueue call just wrote. */
+export const newCommand: unique symbol = Symbol("memlife.newCommand");
+/** CommandQueue: keeps what a command uses alive until it completed. */
+export const pinCommand: unique symbol = Symbol("memlife.pinCommand");
+/** CommandQueue: every command up to a number completed. */
+export const completedThrough: unique symbol = Symbol("memlife.completedThrough");
+/** Kernel: the SVM allocations an enqueue of it uses; ReleasedError for a released argument. */
+export const commandUses: unique symbol = Symbol("memlife.commandUses");
+/** rtc.Device: its DeviceState, which scenes share. */
+export const deviceState: unique symbol = Symbol("memlife.deviceState");
+/** Event, Program, Kernel (src/opencl/child.ts): the last reference went; drop what only a live object needs. */
+export const lastRelease: unique symbol = Symbol("memlife.lastRelease");
+/** Event, Program, Kernel: the native release of the handle (Event keeps Deno's fast call when it can). */
+export const releaseHandle: unique symbol = Symbol("memlife.releaseHandle");
+/** Event: its release can call nothing back (see Event[quietRelease]). */
+export const quietRelease: unique symbol = Symbol("memlife.quietRelease");

@@ -1,0 +1,101 @@
+/**
+ * The lifecycle Event, Program and Kernel share: one reference-counted native handle, a context
+ * that waits for it (`adopt`/`disown`), the safety net, and `retain`/`release`/dispose/`unsafeHandle`
+ * written once. Context and CommandQueue release off the JS thread and Buffer/SVMAllocation have
+ * tuned hot paths: they keep their own.
+ */
+import type { Pointer } from "../../ffi/types.ts";
+import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
+import { ReleasedError } from "../errors.ts";
+import { adoptChild, disownChild, lastRelease, liveHandle, releaseHandle } from "../internal.ts";
+import { check } from "./native.ts";
+import type { Context } from "./context.ts";
+
+/** What differs between the kinds of child: names, and the native retain and release. */
+export interface ChildKind {
+  /** As ReleasedError names it, e.g. "Event". */
+  readonly name: string;
+  readonly retainFn: string;
+  readonly releaseFn: string;
+  retain(handle: Pointer): number;
+  release(handle: Pointer): number;
+}
+
+/** A kind of child, with the safety net that releases the ones the program forgot. */
+export function childKind(kind: ChildKind): ChildKind & { readonly net: SafetyNet<{ handle: Pointer; context: Context }> } {
+  const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
+    kind.release(handle);
+    context[disownChild]();
+  });
+  return Object.freeze({ ...kind, net });
+}
+
+export class ContextChild {
+  #handle: Pointer | null;
+  #refs = 1;
+  readonly #kind: ReturnType<typeof childKind>;
+  readonly context: Context;
+  [inRegistry] = false;
+
+  constructor(handle: Pointer, context: Context, kind: ReturnType<typeof childKind>) {
+    this.#handle = handle;
+    this.#kind = kind;
+    this.context = context;
+    context[adoptChild]();
+    kind.net.add(this);
+  }
+
+  [finalizerState](): { handle: Pointer; context: Context } {
+    return { handle: this.#handle!, context: this.context };
+  }
+
+  get alive(): boolean {
+    return this.#handle !== null;
+  }
+
+  [liveHandle](): Pointer {
+    if (this.#handle === null) throw new ReleasedError(this.#kind.name);
+    return this.#handle;
+  }
+
+  /** Adds a native reference; each `retain()` needs its own `release()`. */
+  retain(): this {
+    const kind = this.#kind;
+    check(kind.retainFn, kind.retain(this[liveHandle]()));
+    this.#refs++;
+    return this;
+  }
+
+  /** Drops a reference; after the last one the object can't be used. A further call does nothing. */
+  release(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    const kind = this.#kind;
+    const last = --this.#refs === 0;
+    if (last) {
+      this.#handle = null;
+      this[lastRelease]();
+      kind.net.remove(this);
+    }
+    const status = this[releaseHandle](handle);
+    if (last) this.context[disownChild]();
+    check(kind.releaseFn, status);
+  }
+
+  /** The native release of one reference. */
+  [releaseHandle](handle: Pointer): number {
+    return this.#kind.release(handle);
+  }
+
+  /** Called once, when the last reference goes: drop what only a live object needs. */
+  [lastRelease](): void {}
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+
+  /** The raw handle (cl_event, cl_program, cl_kernel). Unsafe: invalid after release. */
+  get unsafeHandle(): Pointer {
+    return this[liveHandle]();
+  }
+}
