@@ -22,7 +22,7 @@ const exportsList = {
     "LocalMemory", "MemFlags", "Platform", "Program", "SVMAllocation", "SVMMapping", "TypedValue", "UserEvent",
     "createContext", "defaultDevice", "getPlatforms", "library", "local", ...vectorTypes,
   ],
-  rtc: ["Device", "DeviceProperty", "Scene", "load", "monitorDiagnostics", "newDevice", "version"],
+  rtc: ["Device", "DeviceProperty", "Scene", "load", "newDevice", "version"],
 };
 
 /** String-named properties of each class's prototype chain (methods, getters), less `constructor` and what Object and Error define. */

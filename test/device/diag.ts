@@ -6,7 +6,6 @@
 // blocked (one.sh then shows the native threads).
 import process from "node:process";
 import { owedCallbacks } from "../../src/callbacks.ts";
-import { backend } from "../../src/backend.ts";
 import { cl } from "../../src/mod.ts";
 
 const t0 = performance.now();
