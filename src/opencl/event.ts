@@ -9,10 +9,27 @@ import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray, symbols } from "./native.ts";
 import type { Context } from "./context.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
+const net = new SafetyNet<{ handle: Pointer; context: Context; user?: true }>(({ handle, context, user }) => {
+  if (user) abandon(handle);
   opencl().symbols.clReleaseEvent(handle);
   context.disown();
 });
+
+/**
+ * A user event whose last reference goes while it has no status can never complete: nobody holds
+ * it to call clSetUserEventStatus any more. OpenCL keeps such an event until it completes, the
+ * commands waiting on it wait for ever, and NVIDIA's final clReleaseContext waits for it for ever
+ * (measured on the H100, driver 580: the process never ended). So it is failed first, with
+ * CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: the commands that wait on it terminate with that
+ * error, and the driver can let the event and the context go.
+ */
+function abandon(handle: Pointer): void {
+  const s = opencl().symbols;
+  if ((infoU32("clGetEventInfo", s.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0) > 0) {
+    s.clSetUserEventStatus(handle, ABANDONED);
+  }
+}
+const ABANDONED = -14;
 
 /**
  * Events whose completion callback is registered: the resolver and the host memory it pins.
@@ -63,8 +80,10 @@ export class Event {
     net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context } {
-    return { handle: this.#handle!, context: this.context };
+  [finalizerState](): { handle: Pointer; context: Context; user?: true } {
+    const held: { handle: Pointer; context: Context; user?: true } = { handle: this.#handle!, context: this.context };
+    if (this instanceof UserEvent) held.user = true;
+    return held;
   }
 
   get alive(): boolean {
@@ -162,6 +181,8 @@ export class Event {
     if (last) {
       this.#handle = null;
       net.remove(this);
+      // Nobody could set its status any more (see `abandon`).
+      if (this instanceof UserEvent) abandon(handle);
     }
     const status = symbols.clReleaseEvent(handle);
     if (last) this.context.disown();
@@ -195,7 +216,11 @@ export class UserEvent extends Event {
     super(handle, context);
   }
 
-  /** Completes the event (or fails it with a negative status), releasing the commands that wait on it. */
+  /**
+   * Completes the event (or fails it with a negative status), releasing the commands that wait on
+   * it. Released without a status, it fails with CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (-14):
+   * nobody could complete it any more.
+   */
   setStatus(status: number = ExecutionStatus.COMPLETE): void {
     // A cl_int: Bun and koffi would wrap -(2 ** 32) to 0, CL_COMPLETE.
     const value = integer(status, "cl_int", "a user event's status (CL_COMPLETE, 0, or a negative error code)", undefined, 0);
