@@ -156,6 +156,12 @@ describe("exceptions thrown by OpenCL callbacks", () => {
   }, 70_000);
 });
 
+describe("user events released without a status", () => {
+  test("fail the commands waiting on them, and the program still ends (NVIDIA's clReleaseContext waited for ever) (child process)", async () => {
+    await expectOk("user-event-abandoned.ts", [], 30_000);
+  }, 40_000);
+});
+
 describe("callbacks that re-enter, release their own objects, or exit", () => {
   test("destructor callbacks and onFree that create, enqueue, wait and release (their own objects too) (child process)", async () => {
     await expectOk("async-callback-reentry.ts", ["reenter"]);

@@ -74,7 +74,7 @@ export class ContextChild {
     const last = --this.#refs === 0;
     if (last) {
       this.#handle = null;
-      this[lastRelease]();
+      this[lastRelease](handle);
       kind.net.remove(this);
     }
     const status = this[releaseHandle](handle);
@@ -88,7 +88,7 @@ export class ContextChild {
   }
 
   /** Called once, when the last reference goes: drop what only a live object needs. */
-  [lastRelease](): void {}
+  [lastRelease](_handle: Pointer): void {}
 
   [Symbol.dispose](): void {
     this.release();

@@ -9,7 +9,7 @@ import { check, errcode, infoU32, opencl, pointerArray, symbols, unguarded } fro
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind, ContextChild } from "./child.ts";
-import { adoptChild, disownChild, liveHandle, quietRelease, releaseHandle, trackCommand } from "../internal.ts";
+import { adoptChild, disownChild, lastRelease, liveHandle, quietRelease, releaseHandle, trackCommand } from "../internal.ts";
 
 const kind = childKind({
   name: "Event",
@@ -18,6 +18,34 @@ const kind = childKind({
   retain: (handle) => symbols.clRetainEvent(handle),
   release: (handle) => symbols.clReleaseEvent(handle),
 });
+
+
+/** A user event's safety net fails it first when it has no status (see `abandon`). */
+const userKind = childKind({
+  name: "UserEvent",
+  retainFn: "clRetainEvent",
+  releaseFn: "clReleaseEvent",
+  retain: (handle) => symbols.clRetainEvent(handle),
+  release: (handle) => {
+    abandon(handle);
+    return symbols.clReleaseEvent(handle);
+  },
+});
+
+/**
+ * A user event whose last reference goes while it has no status can never complete: nobody holds
+ * it to call clSetUserEventStatus any more. OpenCL keeps such an event until it completes, the
+ * commands waiting on it wait for ever, and NVIDIA's final clReleaseContext waits for it for ever
+ * (measured on the H100, driver 580: the process never ended). So it is failed first, with
+ * CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: the commands that wait on it terminate with that
+ * error, and the driver can let the event and the context go.
+ */
+function abandon(handle: Pointer): void {
+  const s = opencl().symbols;
+  if ((infoU32("clGetEventInfo", s.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0) > 0) {
+    s.clSetUserEventStatus(handle, OpenCLStatus.CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+  }
+}
 
 /**
  * @internal What a queue learns from waits on its commands' events: on an in-order queue, a
@@ -51,7 +79,7 @@ export class Event extends ContextChild {
 
   /** @internal made by queues and contexts. */
   constructor(handle: Pointer, context: Context, after?: CallbackOutcome) {
-    super(handle, context, kind);
+    super(handle, context, (new.target as unknown) === UserEvent ? userKind : kind);
     this.#after = after;
   }
 
@@ -139,7 +167,16 @@ export class UserEvent extends Event {
     super(handle, context);
   }
 
-  /** Completes the event (or fails it with a negative status), releasing the commands that wait on it. */
+  /** Nobody could set its status any more (see `abandon`). */
+  override [lastRelease](handle: Pointer): void {
+    abandon(handle);
+  }
+
+  /**
+   * Completes the event (or fails it with a negative status), releasing the commands that wait on
+   * it. Released without a status, it fails with CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST (-14):
+   * nobody could complete it any more.
+   */
   setStatus(status: number = ExecutionStatus.COMPLETE): void {
     // A cl_int: Bun and koffi would wrap -(2 ** 32) to 0, CL_COMPLETE.
     const value = integer(status, "cl_int", "a user event's status (CL_COMPLETE, 0, or a negative error code)", undefined, 0);

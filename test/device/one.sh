@@ -38,7 +38,9 @@ threads() { # PID
     timeout 60 gdb -p "$pid" -batch -nx -ex 'set pagination off' -ex 'thread apply all bt 18' 2>&1 |
       grep -E '^(Thread|#)' | cut -c1-220 | head -400
   else
-    echo "-- no gdb here"
+    echo "-- no gdb here: stacks scanned by test/device/stack.py (TIDs in MEMLIFE_ONE_TIDS, default all but V8's own)"
+    local py; py=$(command -v python3 || ls /opt/*/.venv/bin/python3 2>/dev/null | head -1)
+    [ -n "$py" ] && timeout 60 "$py" test/device/stack.py "$pid" ${MEMLIFE_ONE_TIDS:-$(for t in /proc/"$pid"/task/*; do case $(cat "$t/comm") in V8Worker|DelayedTaskSche|SignalInspector) ;; *) echo "${t##*/}" ;; esac; done)} 2>&1 | cut -c1-200
   fi
 }
 
