@@ -5,7 +5,7 @@
 // device selection by environment. Everything that could crash or hang runs in a child process
 // (test/fixtures/promises-embree.ts, test/fixtures/promises-opencl.ts) with a time limit.
 import { describe, test } from "vitest";
-import { assert, runScript } from "./helpers.ts";
+import { assert, runScript, skip } from "./helpers.ts";
 
 const embreeFixture = new URL("./fixtures/promises-embree.ts", import.meta.url);
 const openclFixture = new URL("./fixtures/promises-opencl.ts", import.meta.url);
@@ -93,16 +93,18 @@ describe("Embree: the budget against the monitor", () => {
 describe("OpenCL: SVM allocations freed while mapped", () => {
   test("release() while mapped: the mapped memory stays the program's until the unmap completed, then the allocation is gone", async () => {
     const report = await child(openclFixture, ["map-release"]);
-    if (report.skip) return;
-    assert.deepEqual((report.results as string[]).map((s) => JSON.parse(s)), [{ ok: true, refusal: "", onFreeRan: false, usable: false }]);
+    if (report.skip) skip(String(report.skip));
+    assert.equal(report.liveObjects, 0);
+    assert.deepEqual((report.results as string[]).map((s) => JSON.parse(s)), [{ ok: true, refusal: "", onFreeRan: false, usable: false, freedAfterUnmap: false }]);
   });
 
   for (const mode of ["map-svmfree", "map-svmfree-onfree"]) {
     test(`enqueueSVMFree${mode.endsWith("onfree") ? " with onFree" : ""} while mapped is refused with CL_INVALID_OPERATION before the native call: the mapping keeps working, nothing crashes`, async () => {
       const report = await child(openclFixture, [mode]);
-      if (report.skip) return;
+      if (report.skip) skip(String(report.skip));
+      assert.equal(report.liveObjects, 0);
       assert.deepEqual((report.results as string[]).map((s) => JSON.parse(s)), [
-        { ok: true, refusal: "clEnqueueSVMFree:CL_INVALID_OPERATION", onFreeRan: false, usable: true },
+        { ok: true, refusal: "clEnqueueSVMFree:CL_INVALID_OPERATION", onFreeRan: false, usable: true, freedAfterUnmap: true },
       ]);
     });
   }
@@ -112,11 +114,13 @@ describe("OpenCL: memory of commands pending behind a user event, under forced G
   test("a write source, a read target and SVM memcpy host views dropped right after enqueueing: the data is right once the gate opens", async () => {
     const report = await child(openclFixture, ["host-memory"]);
     assert.deepEqual(report.results, ["ok"]);
+    assert.equal(report.liveObjects, 0);
   });
 
   test('a hostPtr "use" buffer released and dropped with a command pending: its memory holds the data, the destructor fires after the gate opened', async () => {
     const report = await child(openclFixture, ["use-pin"]);
     assert.deepEqual(report.results, ["ok"]);
+    assert.equal(report.liveObjects, 0);
   });
 });
 
