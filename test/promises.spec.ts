@@ -55,8 +55,10 @@ describe("Embree: a scene released or used during its own commit", () => {
 });
 
 describe("Embree: releases while a commit with a JS monitor runs", () => {
-  for (const option of ["scene", "device", "both"]) {
-    test(`the ${option === "both" ? "scene and the device" : option} released from a timer mid-commit: no deadlock, the commit settles, bytes back to 0`, async () => {
+  for (const option of ["scene", "device", "both", "inside-scene", "inside-device", "inside-both"]) {
+    const what = option.replace("inside-", "");
+    const where = option.startsWith("inside-") ? "inside the monitor" : "from a timer";
+    test(`the ${what === "both" ? "scene and the device" : what} released ${where} mid-commit: no deadlock, the commit settles, bytes back to 0`, async () => {
       const report = await child(embreeFixture, ["release-from-timer", option]);
       assert.deepEqual(report.outcomes, ["ok"]);
       assert.deepEqual(report.bytes, [0]);
