@@ -144,7 +144,13 @@ describe("OpenCL: device selection by environment", () => {
     const bySubstring = await child(openclFixture, ["select"], { MEMLIFE_OPENCL_PLATFORM: sub(last.platform).toLowerCase(), MEMLIFE_OPENCL_DEVICE: sub(lastDevice) });
     assert.equal(bySubstring.platform, last.platform);
     assert.equal(bySubstring.device, last.devices.find((d) => d.toLowerCase().includes(sub(lastDevice).toLowerCase())));
-    for (const env of [{ MEMLIFE_OPENCL_PLATFORM: "no such platform" }, { MEMLIFE_OPENCL_DEVICE: "no such device" }, { MEMLIFE_OPENCL_PLATFORM: "99" }, { MEMLIFE_OPENCL_DEVICE: "99" }]) {
+    const unmatched: Record<string, string>[] = [
+      { MEMLIFE_OPENCL_PLATFORM: "no such platform" },
+      { MEMLIFE_OPENCL_DEVICE: "no such device" },
+      { MEMLIFE_OPENCL_PLATFORM: "99" },
+      { MEMLIFE_OPENCL_DEVICE: "99" },
+    ];
+    for (const env of unmatched) {
       const report = await child(openclFixture, ["select"], env);
       const error = String(report.error);
       assert.match(error, /^RangeError: /, JSON.stringify(env));
