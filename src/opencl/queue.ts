@@ -177,6 +177,12 @@ let clEnqueueSVMMap: ((...args: unknown[]) => unknown) | undefined;
 let clEnqueueSVMUnmap: ((...args: unknown[]) => unknown) | undefined;
 
 /**
+ * Mappings not yet unmapped, per allocation. clEnqueueSVMFree of a mapped range would free it
+ * under the mapping's ArrayBuffer and before its unmap (queue order), so enqueueSVMFree refuses it.
+ */
+const mappedCount = new WeakMap<SVMAllocation, number>();
+
+/**
  * A coarse-grain (or fine-grain) SVM range mapped for the host. `arrayBuffer` is the range itself,
  * no copy, valid once the map command completed (`queue.mapSVM` waits for that) and detached by
  * `unmap()`, so no view can touch the memory after the device got it back.
@@ -225,6 +231,9 @@ export class SVMMapping {
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
     this.#mapped = false;
+    const left = (mappedCount.get(this.allocation) ?? 1) - 1;
+    if (left === 0) mappedCount.delete(this.allocation);
+    else mappedCount.set(this.allocation, left);
     // Detaching (transfer to a new empty buffer) leaves the native memory as it is.
     const buffer = this.#buffer as (ArrayBuffer & { transfer?: (length: number) => ArrayBuffer }) | undefined;
     this.#buffer = undefined;
@@ -369,7 +378,8 @@ export class CommandQueue {
   /**
    * Frees SVM allocations in queue order (clEnqueueSVMFree). Each allocation is freed exactly once,
    * with or without `onFree`, and throws ReleasedError if used afterwards. The returned event's
-   * `wait()` settles after the command completed and `onFree` ran.
+   * `wait()` settles after the command completed and `onFree` ran. An allocation still mapped is
+   * refused (CL_INVALID_OPERATION): unmap it first.
    */
   enqueueSVMFree(allocations: readonly SVMAllocation[], options?: SVMFreeOptions): Event {
     const handle = this[liveHandle]();
@@ -394,6 +404,9 @@ export class CommandQueue {
       else for (let j = 0; j < i && !twice; j++) twice = allocations[j] === a;
       if (twice) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
       a[svmPointer](); // ReleasedError if already freed
+      if (mappedCount.has(a)) {
+        throw new OpenCLError("clEnqueueSVMFree", OpenCLStatus.CL_INVALID_OPERATION, `allocations[${i}] is mapped: unmap() it first (a mapping holds its allocation until the unmap completed)`);
+      }
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
@@ -523,6 +536,7 @@ export class CommandQueue {
     const event = this[newCommand]();
     // Counts as a use until the unmap completes (see SVMMapping.unmap).
     allocation[useSVM]();
+    mappedCount.set(allocation, (mappedCount.get(allocation) ?? 0) + 1);
     return new SVMMapping(this, allocation, pointer, offset, size, event);
   }
 
