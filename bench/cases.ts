@@ -21,10 +21,12 @@ import { budgetBytes, type CaseSpec, embreeCases, matches, openclCases, pipeline
 
 // ---- options ------------------------------------------------------------------------------------
 
-const args = new Map(process.argv.slice(2).map((a) => {
-  const eq = a.indexOf("=");
-  return eq < 0 ? [a, "true"] : [a.slice(0, eq), a.slice(eq + 1)];
-}));
+const args = new Map(
+  process.argv.slice(2).map((a) => {
+    const eq = a.indexOf("=");
+    return eq < 0 ? [a, "true"] : [a.slice(0, eq), a.slice(eq + 1)];
+  }),
+);
 const method: MeasureOptions = {
   sampleMs: Number(args.get("--sample-ms") ?? 50),
   warmupMs: Number(args.get("--warmup-ms") ?? 100),
@@ -85,7 +87,9 @@ async function bench(items: readonly { spec: CaseSpec; impls: readonly Impl[] }[
 }
 
 function unavailableAll(specs: readonly CaseSpec[], reason: string): void {
-  for (const spec of specs) for (const impl of spec.impls) emit({ type: "unavailable", case: spec.name, runtime, impl, reason });
+  for (const spec of specs) {
+    for (const impl of spec.impls) emit({ type: "unavailable", case: spec.name, runtime, impl, reason });
+  }
 }
 
 // ---- OpenCL -------------------------------------------------------------------------------------
@@ -152,7 +156,9 @@ async function openclBenchmarks(): Promise<void> {
 
   const svmReason = !device.svm.coarseGrainBuffer
     ? `device "${device.name}" has no SVM (CL_DEVICE_SVM_CAPABILITIES)`
-    : s.clSVMAlloc === undefined ? "the OpenCL library has no clSVMAlloc (OpenCL 2.0)" : undefined;
+    : s.clSVMAlloc === undefined
+    ? "the OpenCL library has no clSVMAlloc (OpenCL 2.0)"
+    : undefined;
 
   const items: { spec: CaseSpec; impls: Impl[] }[] = [];
   const cleanups: (() => void)[] = [];
@@ -169,7 +175,9 @@ async function openclBenchmarks(): Promise<void> {
           const mem = f.clCreateBuffer(context, rw, wideSize, null, errcode);
           if (mem === null) throw new Error(`clCreateBuffer: ${errcode[0]}`);
           for (let j = 0; j < k; j++) f.clSetMemObjectDestructorCallback(mem, rawDestructor, ids[0]);
-          if ((k > 0 ? f.clReleaseMemObjectReentrant(mem) : f.clReleaseMemObject(mem)) !== 0) throw new Error("clReleaseMemObject failed");
+          if ((k > 0 ? f.clReleaseMemObjectReentrant(mem) : f.clReleaseMemObject(mem)) !== 0) {
+            throw new Error("clReleaseMemObject failed");
+          }
           if (k > 0 && i % YIELD_EVERY === YIELD_EVERY - 1) await null;
         }
         await until(() => rawDestroyed >= expected, "destructor callbacks");
@@ -467,7 +475,9 @@ async function embreeBenchmarks(): Promise<void> {
       impls: spec.impls.map((impl): Impl => {
         const c: Counters = { live: 0, calls: 0, builds: 0 };
         if (impl === "memlife") {
-          if (rtc === undefined) return { impl, body: "src/mod.ts exports no `rtc` yet (memlife's Embree API is not written)" };
+          if (rtc === undefined) {
+            return { impl, body: "src/mod.ts exports no `rtc` yet (memlife's Embree API is not written)" };
+          }
           let device: RtcDevice;
           try {
             device = rtc.newDevice();
@@ -479,7 +489,9 @@ async function embreeBenchmarks(): Promise<void> {
                 return true;
               });
             } else if (spec.monitor === "budget") {
-              if (typeof device.setMemoryBudget !== "function") return { impl, body: "rtc.Device has no setMemoryBudget yet" };
+              if (typeof device.setMemoryBudget !== "function") {
+                return { impl, body: "rtc.Device has no setMemoryBudget yet" };
+              }
               device.setMemoryBudget(budget);
             }
           } catch (error) {
@@ -499,7 +511,9 @@ async function embreeBenchmarks(): Promise<void> {
             return ns;
           };
           // memlife's own count of native monitor calls: 0 on the "none" device, which has no monitor.
-          const stats = () => ({ monitorCalls: c.builds > 0 ? Math.round((device.memory?.calls ?? c.calls) / c.builds) : 0 });
+          const stats = () => ({
+            monitorCalls: c.builds > 0 ? Math.round((device.memory?.calls ?? c.calls) / c.builds) : 0,
+          });
           return { impl, body, perOp: stats };
         }
 
@@ -509,7 +523,11 @@ async function embreeBenchmarks(): Promise<void> {
         cleanup.push(() => e.rtcReleaseDevice(device));
         counters.push(c);
         if (spec.monitor !== "none") {
-          e.rtcSetDeviceMemoryMonitorFunction(device, spec.monitor === "js" ? countingMonitor : budgetMonitor, counters.length - 1);
+          e.rtcSetDeviceMemoryMonitorFunction(
+            device,
+            spec.monitor === "js" ? countingMonitor : budgetMonitor,
+            counters.length - 1,
+          );
         }
         const sync = impl === "raw sync";
         const body: Body = async (count) => {

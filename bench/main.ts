@@ -30,8 +30,27 @@ import * as path from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { type Line, quantile, type ResultLine } from "./measure.ts";
-import { budgetBytes, type CaseSpec, embreeCases, type Group, matches, methods, openclCases, triangleSets } from "./plan.ts";
-import { analyse, markdownTable, type ReportRow, type Row, sortRows, summaryTable, svgChart, targetRules, terminalTable } from "./report.ts";
+import {
+  budgetBytes,
+  type CaseSpec,
+  embreeCases,
+  type Group,
+  matches,
+  methods,
+  openclCases,
+  triangleSets,
+} from "./plan.ts";
+import {
+  analyse,
+  markdownTable,
+  type ReportRow,
+  type Row,
+  sortRows,
+  summaryTable,
+  svgChart,
+  targetRules,
+  terminalTable,
+} from "./report.ts";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const bench = path.join(root, "bench");
@@ -39,11 +58,24 @@ const resultsDir = path.join(bench, "results");
 
 // ---- options ------------------------------------------------------------------------------------
 
-const flags = new Map(process.argv.slice(2).map((a) => {
-  const eq = a.indexOf("=");
-  return eq < 0 ? [a, "true"] : [a.slice(0, eq), a.slice(eq + 1)];
-}));
-const known = ["--quick", "--full", "--filter", "--json", "--runtime", "--device", "--passes", "--no-install", "--timeout", "--help"];
+const flags = new Map(
+  process.argv.slice(2).map((a) => {
+    const eq = a.indexOf("=");
+    return eq < 0 ? [a, "true"] : [a.slice(0, eq), a.slice(eq + 1)];
+  }),
+);
+const known = [
+  "--quick",
+  "--full",
+  "--filter",
+  "--json",
+  "--runtime",
+  "--device",
+  "--passes",
+  "--no-install",
+  "--timeout",
+  "--help",
+];
 for (const flag of flags.keys()) {
   if (!known.includes(flag)) {
     console.error(`bench: unknown option ${flag} (known: ${known.join(" ")})`);
@@ -101,7 +133,9 @@ function baseline(): { binary?: string; reason?: string } {
   const source = path.join(bench, "baseline.c");
   const binary = path.join(bench, "baseline");
   let cc = which("cc") ?? which("gcc");
-  if (cc === undefined && aptInstall(["gcc", "libc6-dev"], "to compile the C baseline")) cc = which("cc") ?? which("gcc");
+  if (cc === undefined && aptInstall(["gcc", "libc6-dev"], "to compile the C baseline")) {
+    cc = which("cc") ?? which("gcc");
+  }
   if (cc === undefined) {
     return fs.existsSync(binary) ? { binary } : { reason: "no C compiler (apt-get install gcc libc6-dev)" };
   }
@@ -115,11 +149,15 @@ function baseline(): { binary?: string; reason?: string } {
 
 /** A Python that imports pyopencl: Debian's python3-pyopencl lives in /usr/bin/python3's path. */
 function pyopencl(): { python?: string; reason?: string } {
-  const candidates = [...new Set(["/usr/bin/python3", which("python3")].filter((p): p is string => p !== undefined && fs.existsSync(p)))];
+  const candidates = [
+    ...new Set(["/usr/bin/python3", which("python3")].filter((p): p is string => p !== undefined && fs.existsSync(p))),
+  ];
   const probe = () => candidates.find((p) => spawnSync(p, ["-c", "import pyopencl"], { stdio: "ignore" }).status === 0);
   let python = probe();
   if (python === undefined && aptInstall(["python3-pyopencl"], "the PyOpenCL baseline")) {
-    if (fs.existsSync("/usr/bin/python3") && !candidates.includes("/usr/bin/python3")) candidates.unshift("/usr/bin/python3");
+    if (fs.existsSync("/usr/bin/python3") && !candidates.includes("/usr/bin/python3")) {
+      candidates.unshift("/usr/bin/python3");
+    }
     python = probe();
   }
   return python !== undefined ? { python } : { reason: "pyopencl is not installed (apt-get install python3-pyopencl)" };
@@ -195,9 +233,17 @@ const caseArgs = (group: Group) => [
 const nodeModules = path.join(root, "node_modules");
 const runtimeCommands: Record<string, { command: string; args: string[] }> = {
   bun: { command: path.join(nodeModules, ".bin", "bun"), args: [] },
-  deno: { command: path.join(nodeModules, "@deno", "linux-x64-glibc", "deno"), args: ["run", "-A", "--v8-flags=--expose-gc"] },
+  deno: {
+    command: path.join(nodeModules, "@deno", "linux-x64-glibc", "deno"),
+    args: ["run", "-A", "--v8-flags=--expose-gc"],
+  },
   // The Node that runs this driver is the project's (npm puts node_modules/.bin first on PATH).
-  node: { command: fs.existsSync(path.join(nodeModules, ".bin", "node")) ? path.join(nodeModules, ".bin", "node") : process.execPath, args: ["--expose-gc", "--no-warnings"] },
+  node: {
+    command: fs.existsSync(path.join(nodeModules, ".bin", "node"))
+      ? path.join(nodeModules, ".bin", "node")
+      : process.execPath,
+    args: ["--expose-gc", "--no-warnings"],
+  },
 };
 
 function specsOf(group: Group): CaseSpec[] {
@@ -206,21 +252,46 @@ function specsOf(group: Group): CaseSpec[] {
 
 function planJobs(choices: DeviceChoice[]): Job[] {
   const jobs: Job[] = [];
-  const add = (runtime: string, group: Group, device: DeviceChoice, command: string, args: string[], reason?: string) => {
+  const add = (
+    runtime: string,
+    group: Group,
+    device: DeviceChoice,
+    command: string,
+    args: string[],
+    reason?: string,
+  ) => {
     const specs = specsOf(group).filter((s) => runtime !== "python" || s.group === "opencl");
     const impls = (s: CaseSpec) => (runtime === "c" ? ["C"] : runtime === "python" ? ["PyOpenCL"] : s.impls);
     const expected = specs.flatMap((spec) => impls(spec).map((impl) => rowFor(spec, device.label, runtime, impl)));
     if (expected.length > 0) jobs.push({ runtime, group, device, command, args, expected, reason });
   };
-  const groups: [Group, DeviceChoice[], number][] = [["opencl", choices, passes], ["embree", [{ label: "", env: choices[0].env }], 1]];
+  const groups: [Group, DeviceChoice[], number][] = [["opencl", choices, passes], ["embree", [{
+    label: "",
+    env: choices[0].env,
+  }], 1]];
   for (const [group, list, rounds] of groups) {
-    for (let round = 0; round < rounds; round++) for (const device of list) {
-      add("c", group, device, c.binary ?? "", caseArgs(group), c.reason);
-      if (group === "opencl") add("python", group, device, py.python ?? "", [path.join(bench, "pyopencl_cases.py"), ...(filter ? [`--filter=${filter}`] : []), ...methodArgs(group)], py.reason);
-      for (const runtime of jsRuntimes) {
-        const r = runtimeCommands[runtime];
-        const missing = fs.existsSync(r.command) ? undefined : `${r.command} not found (npm install)`;
-        add(runtime, group, device, r.command, [...r.args, path.join(bench, "cases.ts"), ...caseArgs(group)], missing);
+    for (let round = 0; round < rounds; round++) {
+      for (const device of list) {
+        add("c", group, device, c.binary ?? "", caseArgs(group), c.reason);
+        if (group === "opencl") {
+          add("python", group, device, py.python ?? "", [
+            path.join(bench, "pyopencl_cases.py"),
+            ...(filter ? [`--filter=${filter}`] : []),
+            ...methodArgs(group),
+          ], py.reason);
+        }
+        for (const runtime of jsRuntimes) {
+          const r = runtimeCommands[runtime];
+          const missing = fs.existsSync(r.command) ? undefined : `${r.command} not found (npm install)`;
+          add(
+            runtime,
+            group,
+            device,
+            r.command,
+            [...r.args, path.join(bench, "cases.ts"), ...caseArgs(group)],
+            missing,
+          );
+        }
       }
     }
   }
@@ -230,7 +301,8 @@ function planJobs(choices: DeviceChoice[]): Job[] {
 // ---- running ------------------------------------------------------------------------------------
 
 const rows = new Map<string, Row>();
-const keyOf = (name: string, device: string, runtime: string, impl: string) => [name, device, runtime, impl].join("\u0000");
+const keyOf = (name: string, device: string, runtime: string, impl: string) =>
+  [name, device, runtime, impl].join("\u0000");
 
 /** The one row of (case, device, runtime, impl), shared by the jobs of every pass. */
 function rowFor(spec: CaseSpec, device: string, runtime: string, impl: string): Row {
@@ -314,14 +386,20 @@ function runJob(job: Job): Promise<void> {
       if (line.type === "result") row.result = merge(row.result, line);
       else row.reason ??= line.reason;
       done++;
-      progress(line.type === "result"
-        ? `${name}: ${line.case} · ${line.impl} · ${(1e9 / line.median).toPrecision(3)} ops/s`
-        : `${name}: ${line.case} · ${line.impl} · unavailable`);
+      progress(
+        line.type === "result"
+          ? `${name}: ${line.case} · ${line.impl} · ${(1e9 / line.median).toPrecision(3)} ops/s`
+          : `${name}: ${line.case} · ${line.impl} · unavailable`,
+      );
     });
     child.on("close", (code, signal) => {
       clearTimeout(timer);
       const last = stderr.trim().split("\n").filter((l) => l.trim() !== "").slice(-3).join(" / ").slice(0, 400);
-      const why = timedOut ? `timed out after ${timeoutSec} s` : code !== 0 ? `process ended (${signal ?? `exit ${code}`}): ${last}` : "not reported";
+      const why = timedOut
+        ? `timed out after ${timeoutSec} s`
+        : code !== 0
+        ? `process ended (${signal ?? `exit ${code}`}): ${last}`
+        : "not reported";
       for (const row of job.expected) {
         if (reported.has(row)) continue;
         row.reason ??= why;
@@ -348,7 +426,9 @@ const durationSec = (performance.now() - started) / 1000;
 
 const allSpecs = [...openclCases, ...embreeCases(triangles)];
 const report: ReportRow[] = analyse(sortRows([...rows.values()], allSpecs));
-const checks = report.flatMap((r) => r.checks.map((c) => ({ row: r.label, case: r.case + (r.device ? ` @ ${r.device}` : ""), ...c })));
+const checks = report.flatMap((r) =>
+  r.checks.map((c) => ({ row: r.label, case: r.case + (r.device ? ` @ ${r.device}` : ""), ...c }))
+);
 const date = new Date();
 const cpu = os.cpus();
 const host = {
@@ -366,7 +446,14 @@ const document = {
   set,
   durationSec: Math.round(durationSec * 10) / 10,
   installSec: Math.round(installSec * 10) / 10,
-  method: { ...method, openclPasses: passes, openclSamplesPerPass: openclSamples, triangles, budgetBytes, unit: "ns per operation; ops/s = 1e9 / median" },
+  method: {
+    ...method,
+    openclPasses: passes,
+    openclSamplesPerPass: openclSamples,
+    triangles,
+    budgetBytes,
+    unit: "ns per operation; ops/s = 1e9 / median",
+  },
   host,
   devices: devicesSeen,
   versions,
@@ -389,7 +476,9 @@ for (const r of report) {
   callsBySize.set(size, (callsBySize.get(size) ?? new Set()).add(calls));
 }
 const monitorNotes = callsBySize.size === 0 ? [] : [
-  `Memory-monitor calls per build: ${[...callsBySize].map(([size, calls]) => `${size} ${[...calls].sort((a, b) => a - b).join("–")}`).join("; ")}.`,
+  `Memory-monitor calls per build: ${
+    [...callsBySize].map(([size, calls]) => `${size} ${[...calls].sort((a, b) => a - b).join("–")}`).join("; ")
+  }.`,
 ];
 const context = `${set} set: samples of ≥ ${method.sampleMs} ms after ≥ ${method.warmupMs} ms warm-up, ` +
   (passes > 1 ? `OpenCL ${passes} passes × ${openclSamples} samples pooled, ` : `OpenCL ${openclSamples} samples, `) +
@@ -397,7 +486,8 @@ const context = `${set} set: samples of ≥ ${method.sampleMs} ms after ≥ ${me
   `time per operation, min/max relative to it; ×C and ×raw are time ratios (lower is better). ` +
   `Host: ${host.cpu}, ${host.cores} cores` +
   (devicesSeen.length > 0 ? `; OpenCL: ${devicesSeen.join(", ")}` : "") +
-  (Object.keys(versions).length > 0 ? `; ${Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")}` : "") + ". " +
+  (Object.keys(versions).length > 0 ? `; ${Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")}` : "") +
+  ". " +
   `Run took ${durationSec.toFixed(0)} s (${date.toISOString().slice(0, 16).replace("T", " ")} UTC), ` +
   `load average ${load.toFixed(1)} before it, ${os.loadavg()[0].toFixed(1)} after.`;
 
@@ -413,8 +503,29 @@ const stamp = date.toISOString().replace(/[:.]/g, "-").slice(0, 19);
 write(path.join(resultsDir, "history", `${stamp}${partial ? "-partial" : ""}.json`), json);
 if (!partial) {
   write(path.join(resultsDir, "latest.json"), json);
-  write(path.join(resultsDir, "latest.md"), [context, "", "Summary: time per operation (median) and memlife's ratio to the same runtime's raw FFI.", "", summaryTable(report), "", "Every row:", "", markdownTable(report), "", ...summary, "", ...monitorNotes, ""].join("\n"));
-  write(path.join(resultsDir, "latest.svg"), svgChart(report, `memlife allocation throughput (${set} set, ${date.toISOString().slice(0, 10)})`));
+  write(
+    path.join(resultsDir, "latest.md"),
+    [
+      context,
+      "",
+      "Summary: time per operation (median) and memlife's ratio to the same runtime's raw FFI.",
+      "",
+      summaryTable(report),
+      "",
+      "Every row:",
+      "",
+      markdownTable(report),
+      "",
+      ...summary,
+      "",
+      ...monitorNotes,
+      "",
+    ].join("\n"),
+  );
+  write(
+    path.join(resultsDir, "latest.svg"),
+    svgChart(report, `memlife allocation throughput (${set} set, ${date.toISOString().slice(0, 10)})`),
+  );
 }
 
 if (jsonOnly) {
@@ -426,7 +537,9 @@ if (jsonOnly) {
   say("");
   for (const line of summary) say(line);
   for (const line of monitorNotes) say(line);
-  say(partial
-    ? `\nwrote bench/results/history/${stamp}-partial.json (a quick or partial run leaves latest.* alone)`
-    : `\nwrote bench/results/latest.json, latest.md, latest.svg and history/${stamp}.json`);
+  say(
+    partial
+      ? `\nwrote bench/results/history/${stamp}-partial.json (a quick or partial run leaves latest.* alone)`
+      : `\nwrote bench/results/latest.json, latest.md, latest.svg and history/${stamp}.json`,
+  );
 }

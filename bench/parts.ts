@@ -29,7 +29,7 @@
  */
 import { cl } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
-import { SafetyNet, inRegistry } from "../src/callbacks.ts";
+import { inRegistry, SafetyNet } from "../src/callbacks.ts";
 import { bufferArguments } from "../src/opencl/buffer.ts";
 import { surrender } from "../src/internal.ts";
 import { openclSymbols } from "../ffi/symbols/opencl.ts";
@@ -63,7 +63,9 @@ const entries: Entry[] = [
     for (let i = 0; i < n; i++) ownUnguarded.clReleaseMemObject(own.clCreateBuffer(context, 1, size, null, errcode));
   }],
   ["+ Buffer object", (n: number) => {
-    for (let i = 0; i < n; i++) new cl.Buffer(ctx, raw.clCreateBuffer(context, 1, size, null, errcode), size, 1, null).release();
+    for (let i = 0; i < n; i++) {
+      new cl.Buffer(ctx, raw.clCreateBuffer(context, 1, size, null, errcode), size, 1, null).release();
+    }
   }],
   ["createBuffer + release", (n: number) => {
     for (let i = 0; i < n; i++) ctx.createBuffer(size).release();
@@ -104,10 +106,13 @@ const svm = (op: (i: number) => void) => async (n: number) => {
 };
 const svmEntries: Entry[] = [
   ["svm raw", svm(() => rawFree(fast.clSVMAlloc(context, rw, wideSize, 0)!))],
-  ["raw + 1 us of JS", svm(() => {
-    spin(1);
-    rawFree(fast.clSVMAlloc(context, rw, wideSize, 0)!);
-  })],
+  [
+    "raw + 1 us of JS",
+    svm(() => {
+      spin(1);
+      rawFree(fast.clSVMAlloc(context, rw, wideSize, 0)!);
+    }),
+  ],
   ["+ SVMAllocation", svm(() => rawFree(ctx.svmAlloc(size)[surrender]()))],
   ["+ Event object", svm(() => new cl.Event(rawEnqueueFree(ctx.svmAlloc(size)[surrender]()), ctx).release())],
   ["svmAlloc + enqueueSVMFree", svm(() => queue.enqueueSVMFree([ctx.svmAlloc(size)]).release())],
@@ -115,7 +120,11 @@ const svmEntries: Entry[] = [
 
 const method = { sampleMs: 50, warmupMs: 100, samples };
 const collect = process.argv.includes("--full-gc") ? fullGc() : settler();
-const sections = [["buffer", "create + release of a 4 KiB buffer", entries], ["svm", "SVM alloc + queued free, 4 KiB", svmEntries]] as const;
+const sections = [["buffer", "create + release of a 4 KiB buffer", entries], [
+  "svm",
+  "SVM alloc + queued free, 4 KiB",
+  svmEntries,
+]] as const;
 for (const [name, title, list] of sections) {
   if (part !== undefined && part !== name) continue;
   const results = await measureAll(method, backend.runtime, list, collect);
@@ -129,8 +138,16 @@ for (const [name, title, list] of sections) {
       continue;
     }
     const ratios = typeof first === "string" ? [] : r.samples.map((x, k) => x / first.samples[k]).sort((x, y) => x - y);
-    const ratio = ratios.length === 0 ? "" : `   ${ratios[ratios.length >> 1].toFixed(2)}x (${ratios[0].toFixed(2)}–${ratios[ratios.length - 1].toFixed(2)})`;
-    console.log(`  ${r.impl.padEnd(26)} ${formatTime(r.median).padStart(9)}   (${formatTime(r.min)} – ${formatTime(r.max)})${ratio}`);
+    const ratio = ratios.length === 0
+      ? ""
+      : `   ${ratios[ratios.length >> 1].toFixed(2)}x (${ratios[0].toFixed(2)}–${
+        ratios[ratios.length - 1].toFixed(2)
+      })`;
+    console.log(
+      `  ${r.impl.padEnd(26)} ${formatTime(r.median).padStart(9)}   (${formatTime(r.min)} – ${
+        formatTime(r.max)
+      })${ratio}`,
+    );
   }
 }
 queue.release();

@@ -32,10 +32,42 @@ export const openclCases: readonly CaseSpec[] = [
   { name: "buffer 4 KiB", group: "opencl", kind: "create", bytes: 4096, callbacks: 0, impls: raw, pyopencl: true },
   { name: "buffer 1 MiB", group: "opencl", kind: "create", bytes: 1 << 20, callbacks: 0, impls: raw, pyopencl: true },
   { name: "buffer 16 MiB", group: "opencl", kind: "create", bytes: 16 << 20, callbacks: 0, impls: raw, pyopencl: true },
-  { name: "buffer 4 KiB +1 destructor", group: "opencl", kind: "callbacks", bytes: 4096, callbacks: 1, impls: raw, pyopencl: false },
-  { name: "buffer 4 KiB +4 destructors", group: "opencl", kind: "callbacks", bytes: 4096, callbacks: 4, impls: raw, pyopencl: false },
-  { name: "buffer 4 KiB await destroyed", group: "opencl", kind: "await", bytes: 4096, callbacks: 0, impls: raw, pyopencl: false },
-  { name: "buffer 4 KiB hostPtr use", group: "opencl", kind: "await", bytes: 4096, callbacks: 0, impls: raw, pyopencl: true },
+  {
+    name: "buffer 4 KiB +1 destructor",
+    group: "opencl",
+    kind: "callbacks",
+    bytes: 4096,
+    callbacks: 1,
+    impls: raw,
+    pyopencl: false,
+  },
+  {
+    name: "buffer 4 KiB +4 destructors",
+    group: "opencl",
+    kind: "callbacks",
+    bytes: 4096,
+    callbacks: 4,
+    impls: raw,
+    pyopencl: false,
+  },
+  {
+    name: "buffer 4 KiB await destroyed",
+    group: "opencl",
+    kind: "await",
+    bytes: 4096,
+    callbacks: 0,
+    impls: raw,
+    pyopencl: false,
+  },
+  {
+    name: "buffer 4 KiB hostPtr use",
+    group: "opencl",
+    kind: "await",
+    bytes: 4096,
+    callbacks: 0,
+    impls: raw,
+    pyopencl: true,
+  },
   { name: "svm 4 KiB enqueueSVMFree", group: "opencl", kind: "svm", bytes: 4096, impls: raw, pyopencl: true },
   { name: "svm 4 KiB enqueueSVMFree+onFree", group: "opencl", kind: "svm", bytes: 4096, impls: raw, pyopencl: false },
   { name: "svm 4 KiB release", group: "opencl", kind: "svm", bytes: 4096, impls: raw, pyopencl: true },
@@ -55,14 +87,40 @@ export function triangleLabel(n: number): string {
 }
 
 export function embreeCases(triangles: readonly number[]): CaseSpec[] {
-  return triangles.flatMap((n) => [
-    // "raw sync": rtcCommitScene called directly on the JS thread, only possible with no JS monitor
-    // (one called from TBB workers while the JS thread blocks would deadlock). "raw" goes through
-    // the backend's async binding, like memlife's commit().
-    { name: `embree ${triangleLabel(n)} tri`, group: "embree", kind: "embree", triangles: n, monitor: "none", impls: ["raw sync", "raw", "memlife"], pyopencl: false },
-    { name: `embree ${triangleLabel(n)} tri +monitor`, group: "embree", kind: "embree", triangles: n, monitor: "js", impls: raw, pyopencl: false },
-    { name: `embree ${triangleLabel(n)} tri +budget`, group: "embree", kind: "embree", triangles: n, monitor: "budget", impls: raw, pyopencl: false },
-  ] satisfies CaseSpec[]);
+  return triangles.flatMap((n) =>
+    [
+      // "raw sync": rtcCommitScene called directly on the JS thread, only possible with no JS monitor
+      // (one called from TBB workers while the JS thread blocks would deadlock). "raw" goes through
+      // the backend's async binding, like memlife's commit().
+      {
+        name: `embree ${triangleLabel(n)} tri`,
+        group: "embree",
+        kind: "embree",
+        triangles: n,
+        monitor: "none",
+        impls: ["raw sync", "raw", "memlife"],
+        pyopencl: false,
+      },
+      {
+        name: `embree ${triangleLabel(n)} tri +monitor`,
+        group: "embree",
+        kind: "embree",
+        triangles: n,
+        monitor: "js",
+        impls: raw,
+        pyopencl: false,
+      },
+      {
+        name: `embree ${triangleLabel(n)} tri +budget`,
+        group: "embree",
+        kind: "embree",
+        triangles: n,
+        monitor: "budget",
+        impls: raw,
+        pyopencl: false,
+      },
+    ] satisfies CaseSpec[]
+  );
 }
 
 /** Triangle counts of each set. */

@@ -20,7 +20,13 @@ type F = (...args: never[]) => unknown;
 export interface RawCalls {
   /** A 64-bit integer argument in the form the fastest call takes (bigint on Deno). */
   wide(n: number): number | bigint;
-  clCreateBuffer(context: Pointer, flags: number | bigint, size: number | bigint, host: unknown, errcode: Int32Array): Pointer | null;
+  clCreateBuffer(
+    context: Pointer,
+    flags: number | bigint,
+    size: number | bigint,
+    host: unknown,
+    errcode: Int32Array,
+  ): Pointer | null;
   clSetMemObjectDestructorCallback(mem: Pointer, fn: unknown, id: number | bigint): number;
   /** For a buffer with no destructor callback: nothing can call back during the call. */
   clReleaseMemObject(mem: Pointer): number;
@@ -29,9 +35,27 @@ export interface RawCalls {
   clSVMAlloc(context: Pointer, flags: number | bigint, size: number | bigint, alignment: number): Pointer | null;
   clSVMFree(context: Pointer, pointer: Pointer | null): void;
   /** With no pfn_free_func. */
-  clEnqueueSVMFree(q: Pointer, n: number, list: BigUint64Array, fn: null, id: number | bigint, count: number, wait: null, event: BigUint64Array): number;
+  clEnqueueSVMFree(
+    q: Pointer,
+    n: number,
+    list: BigUint64Array,
+    fn: null,
+    id: number | bigint,
+    count: number,
+    wait: null,
+    event: BigUint64Array,
+  ): number;
   /** With a pfn_free_func, which a driver may run inside the call (NVIDIA). */
-  clEnqueueSVMFreeReentrant(q: Pointer, n: number, list: BigUint64Array, fn: unknown, id: number | bigint, count: number, wait: null, event: BigUint64Array): number;
+  clEnqueueSVMFreeReentrant(
+    q: Pointer,
+    n: number,
+    list: BigUint64Array,
+    fn: unknown,
+    id: number | bigint,
+    count: number,
+    wait: null,
+    event: BigUint64Array,
+  ): number;
   /** An event with no callback of its own and no memory object behind it. */
   clReleaseEvent(event: Pointer | null): number;
   /** An event whose command may still owe a JS callback. */
@@ -49,8 +73,19 @@ const names = [
 ] as const;
 
 const denoTypes: Record<string, string> = {
-  void: "void", bool: "bool", i32: "i32", u32: "u32", i64: "i64", u64: "u64", isize: "isize", usize: "usize",
-  f32: "f32", f64: "f64", ptr: "pointer", buffer: "buffer", fn: "function",
+  void: "void",
+  bool: "bool",
+  i32: "i32",
+  u32: "u32",
+  i64: "i64",
+  u64: "u64",
+  isize: "isize",
+  usize: "usize",
+  f32: "f32",
+  f64: "f64",
+  ptr: "pointer",
+  buffer: "buffer",
+  fn: "function",
 };
 
 export function openRaw(path: string): RawCalls {
@@ -65,12 +100,18 @@ export function openRaw(path: string): RawCalls {
     return calls as unknown as RawCalls;
   }
   const Deno = (globalThis as unknown as {
-    Deno: { dlopen(path: string, defs: Record<string, unknown>): { symbols: Record<string, (...args: unknown[]) => unknown> } };
+    Deno: {
+      dlopen(path: string, defs: Record<string, unknown>): { symbols: Record<string, (...args: unknown[]) => unknown> };
+    };
   }).Deno;
   const defs: Record<string, unknown> = {};
   for (const name of names) {
     const def: SymbolDef = openclSymbols[name];
-    defs[name] = { parameters: def.args.map((t) => denoTypes[t]), result: denoTypes[def.returns], optional: def.optional === true };
+    defs[name] = {
+      parameters: def.args.map((t) => denoTypes[t]),
+      result: denoTypes[def.returns],
+      optional: def.optional === true,
+    };
   }
   const s = Deno.dlopen(path, defs).symbols;
   const release = s.clReleaseMemObject, enqueue = s.clEnqueueSVMFree, releaseEvent = s.clReleaseEvent;
@@ -78,13 +119,15 @@ export function openRaw(path: string): RawCalls {
   return {
     wide: (n: number) => BigInt(n),
     clCreateBuffer: s.clCreateBuffer as RawCalls["clCreateBuffer"],
-    clSetMemObjectDestructorCallback: s.clSetMemObjectDestructorCallback as RawCalls["clSetMemObjectDestructorCallback"],
+    clSetMemObjectDestructorCallback: s
+      .clSetMemObjectDestructorCallback as RawCalls["clSetMemObjectDestructorCallback"],
     clReleaseMemObject: release as RawCalls["clReleaseMemObject"],
     clReleaseMemObjectReentrant: (mem) => release(mem, x) as number,
     clSVMAlloc: s.clSVMAlloc as RawCalls["clSVMAlloc"],
     clSVMFree: s.clSVMFree as RawCalls["clSVMFree"],
     clEnqueueSVMFree: enqueue as RawCalls["clEnqueueSVMFree"],
-    clEnqueueSVMFreeReentrant: (q, n, list, fn, id, count, wait, event) => enqueue(q, n, list, fn, id, count, wait, event, x) as number,
+    clEnqueueSVMFreeReentrant: (q, n, list, fn, id, count, wait, event) =>
+      enqueue(q, n, list, fn, id, count, wait, event, x) as number,
     clReleaseEvent: releaseEvent as RawCalls["clReleaseEvent"],
     clReleaseEventReentrant: (event) => releaseEvent(event, x) as number,
   };

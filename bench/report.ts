@@ -61,12 +61,13 @@ export function rowLabel(runtime: string, impl: string): string {
 /** Orders rows as the table shows them: case order, then C, PyOpenCL, and each runtime's impls. */
 export function sortRows(rows: Row[], specs: readonly CaseSpec[]): Row[] {
   const caseIndex = new Map(specs.map((s, i) => [s.name, i]));
-  const key = (r: Row) => [
-    caseIndex.get(r.spec.name) ?? 999,
-    r.device,
-    runtimeOrder.indexOf(r.runtime),
-    r.spec.impls.indexOf(r.impl),
-  ] as const;
+  const key = (r: Row) =>
+    [
+      caseIndex.get(r.spec.name) ?? 999,
+      r.device,
+      runtimeOrder.indexOf(r.runtime),
+      r.spec.impls.indexOf(r.impl),
+    ] as const;
   return [...rows].sort((a, b) => {
     const ka = key(a);
     const kb = key(b);
@@ -93,7 +94,8 @@ function ratioText(value: number, target: number): string {
 export function analyse(rows: Row[]): ReportRow[] {
   const find = (which: string | ((spec: CaseSpec) => boolean), device: string, runtime: string, impl: string) =>
     rows.find((r) =>
-      (typeof which === "string" ? r.spec.name === which : which(r.spec)) && r.device === device && r.runtime === runtime &&
+      (typeof which === "string" ? r.spec.name === which : which(r.spec)) && r.device === device &&
+      r.runtime === runtime &&
       r.impl === impl
     )?.result;
   return rows.map((row) => {
@@ -107,13 +109,19 @@ export function analyse(rows: Row[]): ReportRow[] {
     };
     if (r === undefined) return { ...base, checks: [], unavailable: row.reason ?? "no result" };
     const c = find(row.spec.name, row.device, "c", "C");
-    const raw = row.runtime === "c" || row.runtime === "python" ? undefined : find(row.spec.name, row.device, row.runtime, "raw");
+    const raw = row.runtime === "c" || row.runtime === "python"
+      ? undefined
+      : find(row.spec.name, row.device, row.runtime, "raw");
     const checks: Check[] = [];
     if (row.impl === "memlife") {
       const spec = row.spec;
       if ((spec.kind === "create" || spec.kind === "pipeline") && raw !== undefined) {
         const ratio = r.median / raw.median;
-        checks.push({ target: `≤ ${targetRules.rawFloor}× raw`, met: ratio <= targetRules.rawFloor, value: ratioText(ratio, targetRules.rawFloor) });
+        checks.push({
+          target: `≤ ${targetRules.rawFloor}× raw`,
+          met: ratio <= targetRules.rawFloor,
+          value: ratioText(ratio, targetRules.rawFloor),
+        });
       }
       const py = spec.pyopencl ? find(spec.name, row.device, "python", "PyOpenCL") : undefined;
       const want = spec.kind === "pipeline" ? targetRules.pipelineVsPyOpenCL : targetRules.vsPyOpenCL[row.runtime];
@@ -132,7 +140,11 @@ export function analyse(rows: Row[]): ReportRow[] {
           const native = c !== undefined && plainC !== undefined ? Math.max(0, (c.median - plainC.median) / n) : 0;
           const added = (r.median - plain.median) / n - native;
           const over = native > 0 ? ` over C's ${formatTime(native)}` : "";
-          checks.push({ target: "callback ≤ 1.5 µs", met: added <= targetRules.callbackNs, value: `+${formatTime(Math.max(0, added))}${over}` });
+          checks.push({
+            target: "callback ≤ 1.5 µs",
+            met: added <= targetRules.callbackNs,
+            value: `+${formatTime(Math.max(0, added))}${over}`,
+          });
         }
       }
       if (spec.kind === "embree" && spec.monitor !== "none") {
@@ -140,12 +152,19 @@ export function analyse(rows: Row[]): ReportRow[] {
         // triangles, measured round-robin in the same process. Beside it, the same ratio for the
         // runtime's raw FFI: what a monitor costs there, i.e. the part memlife cannot remove.
         const bare = (impl: string) =>
-          find((s) => s.kind === "embree" && s.monitor === "none" && s.triangles === spec.triangles, row.device, row.runtime, impl);
+          find(
+            (s) => s.kind === "embree" && s.monitor === "none" && s.triangles === spec.triangles,
+            row.device,
+            row.runtime,
+            impl,
+          );
         const plain = bare("memlife");
         if (plain !== undefined) {
           const ratio = r.median / plain.median;
           const rawBare = bare("raw");
-          const rawRatio = raw !== undefined && rawBare !== undefined ? `; raw FFI ${(raw.median / rawBare.median).toFixed(2)}×` : "";
+          const rawRatio = raw !== undefined && rawBare !== undefined
+            ? `; raw FFI ${(raw.median / rawBare.median).toFixed(2)}×`
+            : "";
           checks.push({
             target: `≤ ${targetRules.monitor}× memlife unmonitored commit`,
             met: ratio <= targetRules.monitor,
@@ -210,7 +229,8 @@ export function terminalTable(rows: ReportRow[]): string {
   const multi = new Set(rows.map((r) => r.device)).size > 1;
   const body = rows.map((r) => cells(r, multi));
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => (i === 7 ? 0 : b[i].length))));
-  const line = (c: string[]) => c.map((x, i) => (i >= 2 && i <= 6 ? x.padStart(widths[i]) : x.padEnd(widths[i]))).join("  ").trimEnd();
+  const line = (c: string[]) =>
+    c.map((x, i) => (i >= 2 && i <= 6 ? x.padStart(widths[i]) : x.padEnd(widths[i]))).join("  ").trimEnd();
   const out = [line(header), line(widths.map((w) => "-".repeat(w)))];
   let previous = "";
   rows.forEach((r, i) => {
@@ -255,7 +275,8 @@ export function summaryTable(rows: ReportRow[]): string {
     const key = `${r.case}\u0000${r.device}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    const of = (runtime: string, impl: string) => rows.find((x) => x.case === r.case && x.device === r.device && x.runtime === runtime && x.impl === impl);
+    const of = (runtime: string, impl: string) =>
+      rows.find((x) => x.case === r.case && x.device === r.device && x.runtime === runtime && x.impl === impl);
     const time = (x: ReportRow | undefined) => (x?.median !== undefined ? formatTime(x.median) : "—");
     const memlife = runtimes.map((rt) => {
       const m = of(rt, "memlife");
@@ -300,7 +321,10 @@ export function svgChart(rows: ReportRow[], title: string): string {
   const parts: string[] = [];
   // Legend: one swatch per implementation present, in a fixed order, wrapped in rows.
   const present = new Set(measured.map((r) => r.label));
-  const labels = [...Object.keys(colours).filter((l) => present.has(l)), ...[...present].filter((l) => !(l in colours))];
+  const labels = [
+    ...Object.keys(colours).filter((l) => present.has(l)),
+    ...[...present].filter((l) => !(l in colours)),
+  ];
   let lx = 10;
   let ly = 42;
   for (const label of labels) {
@@ -337,7 +361,13 @@ export function svgChart(rows: ReportRow[], title: string): string {
       bars.push(`<text x="${left - 8}" y="${y + 9}" text-anchor="end" class="c">${xml(name)}</text>`);
       for (const r of group) {
         const end = x(r.opsPerSec!);
-        bars.push(`<rect x="${left}" y="${y}" width="${Math.max(1, end - left).toFixed(1)}" height="${bar}" fill="${colours[r.label] ?? "#999"}"><title>${xml(`${name} · ${r.label}: ${formatRate(r.opsPerSec!)} ops/s (${formatTime(r.median!)}/op)`)}</title></rect>`);
+        bars.push(
+          `<rect x="${left}" y="${y}" width="${Math.max(1, end - left).toFixed(1)}" height="${bar}" fill="${
+            colours[r.label] ?? "#999"
+          }"><title>${
+            xml(`${name} · ${r.label}: ${formatRate(r.opsPerSec!)} ops/s (${formatTime(r.median!)}/op)`)
+          }</title></rect>`,
+        );
         bars.push(`<text x="${(end + 4).toFixed(1)}" y="${y + 8}" class="v">${formatRate(r.opsPerSec!)}</text>`);
         y += bar + 2;
       }
@@ -346,7 +376,13 @@ export function svgChart(rows: ReportRow[], title: string): string {
     // Decade grid lines, labelled above and below the bars, drawn first so bars cover them.
     for (let d = lo; d <= hi; d++) {
       const gx = x(10 ** d).toFixed(1);
-      const label = d >= 9 ? `${10 ** (d - 9)}G` : d >= 6 ? `${10 ** (d - 6)}M` : d >= 3 ? `${10 ** (d - 3)}k` : String(10 ** d);
+      const label = d >= 9
+        ? `${10 ** (d - 9)}G`
+        : d >= 6
+        ? `${10 ** (d - 6)}M`
+        : d >= 3
+        ? `${10 ** (d - 3)}k`
+        : String(10 ** d);
       parts.push(`<line x1="${gx}" y1="${axisTop}" x2="${gx}" y2="${y}" stroke="#ddd"/>`);
       parts.push(`<text x="${gx}" y="${axisTop - 4}" text-anchor="middle" class="s">${label}</text>`);
       parts.push(`<text x="${gx}" y="${y + 14}" text-anchor="middle" class="s">${label}</text>`);

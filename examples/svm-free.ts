@@ -36,6 +36,8 @@ if (device === undefined || !device.svm.coarseGrainBuffer) {
   }
   queue.release();
   ctx.release();
-  console.log(`onFree ran for ${freed.length} allocations (in order: ${inOrder}); reuse throws ReleasedError: ${stale}`);
+  console.log(
+    `onFree ran for ${freed.length} allocations (in order: ${inOrder}); reuse throws ReleasedError: ${stale}`,
+  );
   if (!inOrder || !stale) throw new Error("unexpected SVM free outcome");
 }

@@ -16,7 +16,9 @@ export class AsyncQueue {
   #head = 0;
 
   constructor(limit: number) {
-    if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`AsyncQueue: limit must be a positive integer, got ${limit}`);
+    if (!Number.isSafeInteger(limit) || limit < 1) {
+      throw new RangeError(`AsyncQueue: limit must be a positive integer, got ${limit}`);
+    }
     this.limit = limit;
   }
 

@@ -14,7 +14,7 @@
  *   `event` callbacks from another thread are queued and the caller goes on; `sync` callbacks park
  *   the foreign thread until JS has answered.
  */
-import { CFunction, CString, cc, dlopen, FFIType, JSCallback, ptr, read, toArrayBuffer } from "bun:ffi";
+import { cc, CFunction, CString, dlopen, FFIType, JSCallback, ptr, read, toArrayBuffer } from "bun:ffi";
 import type { FFIFunction, FFITypeOrString, Pointer as BunPointer } from "bun:ffi";
 import { fileURLToPath } from "node:url";
 import { isMainThread } from "node:worker_threads";
@@ -131,8 +131,13 @@ interface Helpers {
   async_threads(): number;
   async_take(out: Uint32Array, max: number): number;
   relay_slot_init(
-    slot: number, mode: number, direct: number | null, notify: number | null,
-    nargs: number, kinds: number, retKind: number,
+    slot: number,
+    mode: number,
+    direct: number | null,
+    notify: number | null,
+    nargs: number,
+    kinds: number,
+    retKind: number,
   ): number | null;
   relay_answer(request: number, word: number): void;
   relay_count(which: number): number;
@@ -506,15 +511,21 @@ let ledgerMade = false;
 function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
   if (ledgerMade) throw new RangeError(`${PREFIX}the memory ledger exists already (one per process)`);
   const h = native();
-  const relay = callback(def, ((id: number | bigint, bytes: number | bigint, post: boolean) =>
-    forward(Number(id), Number(bytes), post)) as (...args: never[]) => unknown);
+  const relay = callback(
+    def,
+    ((id: number | bigint, bytes: number | bigint, post: boolean) => forward(Number(id), Number(bytes), post)) as (
+      ...args: never[]
+    ) => unknown,
+  );
   const entry = h.ledger_init(relay as unknown as number);
   ledgerMade = true;
   const out = new Float64Array(8);
   return {
     callback: entry as unknown as Callback,
     reset(id) {
-      if (h.ledger_reset(id) !== 0) throw new BackendError(`${PREFIX}no memory for ledger account ${id}`, { errno: 12 });
+      if (h.ledger_reset(id) !== 0) {
+        throw new BackendError(`${PREFIX}no memory for ledger account ${id}`, { errno: 12 });
+      }
     },
     setForward: (id, on) => h.ledger_set_forward(id, on ? 1 : 0),
     setBudget: (id, budget) => h.ledger_set_budget(id, budget === null ? 0 : 1, budget ?? 0),
@@ -522,8 +533,14 @@ function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, pos
     read(id): LedgerFigures {
       h.ledger_read(id, out);
       return {
-        bytes: out[0], peak: out[1], calls: out[2], denied: out[3],
-        budgetDenied: out[4], native: out[5], lastRefused: out[6], lastRefusedLive: out[7],
+        bytes: out[0],
+        peak: out[1],
+        calls: out[2],
+        denied: out[3],
+        budgetDenied: out[4],
+        native: out[5],
+        lastRefused: out[6],
+        lastRefusedLive: out[7],
       };
     },
   };
@@ -534,7 +551,9 @@ function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, pos
 function pointerOf(view: ArrayBufferView): Pointer {
   // Bun's ptr() of a typed array that has no ArrayBuffer of its own yet points at storage the GC
   // may move; asking for the buffer gives it one.
-  if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError("pointerOf: the view's ArrayBuffer is detached");
+  if ((view.buffer as { detached?: boolean }).detached === true) {
+    throw new TypeError("pointerOf: the view's ArrayBuffer is detached");
+  }
   if (view.byteLength === 0) throw new RangeError("pointerOf: an empty view has no memory to point to");
   return ptr(view as DataView) as unknown as Pointer;
 }

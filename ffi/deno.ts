@@ -48,8 +48,19 @@ const PREFIX = "memlife: ";
 type DenoPointer = object;
 
 type DenoNativeType =
-  | "void" | "bool" | "i32" | "u32" | "i64" | "u64" | "isize" | "usize" | "f32" | "f64"
-  | "pointer" | "buffer" | "function";
+  | "void"
+  | "bool"
+  | "i32"
+  | "u32"
+  | "i64"
+  | "u64"
+  | "isize"
+  | "usize"
+  | "f32"
+  | "f64"
+  | "pointer"
+  | "buffer"
+  | "function";
 
 interface DenoForeignFunction {
   name?: string;
@@ -169,15 +180,24 @@ function offFastPath(raw: NativeFunction, arity: number): NativeFunction {
   const x = undefined;
   type A = unknown;
   switch (arity) {
-    case 0: return () => raw(x);
-    case 1: return (a: A) => raw(a, x);
-    case 2: return (a: A, b: A) => raw(a, b, x);
-    case 3: return (a: A, b: A, c: A) => raw(a, b, c, x);
-    case 4: return (a: A, b: A, c: A, d: A) => raw(a, b, c, d, x);
-    case 5: return (a: A, b: A, c: A, d: A, e: A) => raw(a, b, c, d, e, x);
-    case 6: return (a: A, b: A, c: A, d: A, e: A, f: A) => raw(a, b, c, d, e, f, x);
-    case 7: return (a: A, b: A, c: A, d: A, e: A, f: A, g: A) => raw(a, b, c, d, e, f, g, x);
-    case 8: return (a: A, b: A, c: A, d: A, e: A, f: A, g: A, h: A) => raw(a, b, c, d, e, f, g, h, x);
+    case 0:
+      return () => raw(x);
+    case 1:
+      return (a: A) => raw(a, x);
+    case 2:
+      return (a: A, b: A) => raw(a, b, x);
+    case 3:
+      return (a: A, b: A, c: A) => raw(a, b, c, x);
+    case 4:
+      return (a: A, b: A, c: A, d: A) => raw(a, b, c, d, x);
+    case 5:
+      return (a: A, b: A, c: A, d: A, e: A) => raw(a, b, c, d, e, x);
+    case 6:
+      return (a: A, b: A, c: A, d: A, e: A, f: A) => raw(a, b, c, d, e, f, x);
+    case 7:
+      return (a: A, b: A, c: A, d: A, e: A, f: A, g: A) => raw(a, b, c, d, e, f, g, x);
+    case 8:
+      return (a: A, b: A, c: A, d: A, e: A, f: A, g: A, h: A) => raw(a, b, c, d, e, f, g, h, x);
     default:
       return (...args: unknown[]) => {
         args.length = arity;
@@ -196,24 +216,56 @@ function widening(raw: NativeFunction, wide: boolean[]): NativeFunction {
   const [w0, w1, w2, w3, w4, w5, w6, w7, w8] = wide;
   type A = unknown;
   switch (wide.length) {
-    case 1: return (a: A) => raw(w0 ? big(a) : a);
-    case 2: return (a: A, b: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b);
-    case 3: return (a: A, b: A, c: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c);
-    case 4: return (a: A, b: A, c: A, d: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d);
+    case 1:
+      return (a: A) => raw(w0 ? big(a) : a);
+    case 2:
+      return (a: A, b: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b);
+    case 3:
+      return (a: A, b: A, c: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c);
+    case 4:
+      return (a: A, b: A, c: A, d: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d);
     case 5:
-      return (a: A, b: A, c: A, d: A, e: A) => raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e);
+      return (a: A, b: A, c: A, d: A, e: A) =>
+        raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e);
     case 6:
       return (a: A, b: A, c: A, d: A, e: A, f: A) =>
         raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e, w5 ? big(f) : f);
     case 7:
       return (a: A, b: A, c: A, d: A, e: A, f: A, g: A) =>
-        raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e, w5 ? big(f) : f, w6 ? big(g) : g);
+        raw(
+          w0 ? big(a) : a,
+          w1 ? big(b) : b,
+          w2 ? big(c) : c,
+          w3 ? big(d) : d,
+          w4 ? big(e) : e,
+          w5 ? big(f) : f,
+          w6 ? big(g) : g,
+        );
     case 8:
       return (a: A, b: A, c: A, d: A, e: A, f: A, g: A, h: A) =>
-        raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e, w5 ? big(f) : f, w6 ? big(g) : g, w7 ? big(h) : h);
+        raw(
+          w0 ? big(a) : a,
+          w1 ? big(b) : b,
+          w2 ? big(c) : c,
+          w3 ? big(d) : d,
+          w4 ? big(e) : e,
+          w5 ? big(f) : f,
+          w6 ? big(g) : g,
+          w7 ? big(h) : h,
+        );
     case 9:
       return (a: A, b: A, c: A, d: A, e: A, f: A, g: A, h: A, i: A) =>
-        raw(w0 ? big(a) : a, w1 ? big(b) : b, w2 ? big(c) : c, w3 ? big(d) : d, w4 ? big(e) : e, w5 ? big(f) : f, w6 ? big(g) : g, w7 ? big(h) : h, w8 ? big(i) : i);
+        raw(
+          w0 ? big(a) : a,
+          w1 ? big(b) : b,
+          w2 ? big(c) : c,
+          w3 ? big(d) : d,
+          w4 ? big(e) : e,
+          w5 ? big(f) : f,
+          w6 ? big(g) : g,
+          w7 ? big(h) : h,
+          w8 ? big(i) : i,
+        );
     default:
       return (...args: unknown[]) => raw(...args.map((value, index) => (wide[index] ? big(value) : value)));
   }
@@ -421,7 +473,9 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
 
 function pointerOf(view: ArrayBufferView): Pointer {
   // Materialising the ArrayBuffer moves an on-heap typed array's bytes off the V8 heap for good.
-  if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError(`${PREFIX}pointerOf: the view's ArrayBuffer is detached`);
+  if ((view.buffer as { detached?: boolean }).detached === true) {
+    throw new TypeError(`${PREFIX}pointerOf: the view's ArrayBuffer is detached`);
+  }
   if (view.byteLength === 0) throw new RangeError(`${PREFIX}pointerOf: an empty view has no memory to point to`);
   const pointer = Deno.UnsafePointer.of(view);
   if (pointer === null) throw new RangeError(`${PREFIX}pointerOf: the view has no memory to point to`);

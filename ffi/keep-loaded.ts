@@ -32,7 +32,9 @@ export function keepLoader(open: Open, readCString: (pointer: never) => string, 
     if (libc === null) return;
     if (libc.symbols.dlopen(path, keepLoadedFlags[os]) === null) {
       const message = libc.symbols.dlerror();
-      throw new BackendError(`memlife: keeping ${path} loaded: ${message === null ? "dlopen failed" : readCString(message as never)}`);
+      throw new BackendError(
+        `memlife: keeping ${path} loaded: ${message === null ? "dlopen failed" : readCString(message as never)}`,
+      );
     }
   };
 }

@@ -276,7 +276,9 @@ export const backend: Backend = {
   open,
   callback,
   pointerOf(view: ArrayBufferView): Pointer {
-    if ((view.buffer as { detached?: boolean }).detached === true) throw new TypeError(`${PREFIX}pointerOf: the view's ArrayBuffer is detached`);
+    if ((view.buffer as { detached?: boolean }).detached === true) {
+      throw new TypeError(`${PREFIX}pointerOf: the view's ArrayBuffer is detached`);
+    }
     if (view.byteLength === 0) throw new RangeError(`${PREFIX}pointerOf: an empty view has no memory to point to`);
     // The address of the view's first byte (byteOffset included), as koffi passes it to `void *`.
     return koffi.address(view) as unknown as Pointer;

@@ -19,8 +19,20 @@
 export type Pointer = { readonly __memlifePointer: never };
 
 export type NativeType =
-  | "void" | "bool" | "i32" | "u32" | "i64" | "u64" | "isize" | "usize" | "f32" | "f64"
-  | "ptr" | "buffer" | "cstring" | "fn";
+  | "void"
+  | "bool"
+  | "i32"
+  | "u32"
+  | "i64"
+  | "u64"
+  | "isize"
+  | "usize"
+  | "f32"
+  | "f64"
+  | "ptr"
+  | "buffer"
+  | "cstring"
+  | "fn";
 
 export interface SymbolDef {
   readonly args: readonly NativeType[];

@@ -152,7 +152,7 @@ export class CallbackOutcome {
     const holders = this.#holders;
     this.#holders = undefined;
     if (!failed) {
-      if (holders !== undefined) for (const h of holders) h.resolve();
+      if (holders !== undefined) { for (const h of holders) h.resolve(); }
     } else if (holders !== undefined) {
       for (const h of holders) h.reject(error);
     } else {

@@ -71,7 +71,9 @@ export function boolean(value: unknown, what: string, fallback: boolean): boolea
 export function member<T>(table: Readonly<Record<string, T>>, value: unknown, what: string, fallback: T): T {
   if (value === undefined) return fallback;
   if (typeof value !== "string" || !Object.hasOwn(table, value)) {
-    throw new TypeError(`${what} must be one of ${Object.keys(table).map((k) => JSON.stringify(k)).join(", ")}, got ${show(value)}`);
+    throw new TypeError(
+      `${what} must be one of ${Object.keys(table).map((k) => JSON.stringify(k)).join(", ")}, got ${show(value)}`,
+    );
   }
   return table[value];
 }
@@ -86,12 +88,20 @@ export function names<T>(entries: Record<string, T>): Readonly<Record<string, T>
  * enumerable keys are all in `keys` (a misspelt option is a TypeError, not silently ignored).
  * Read its values with `own()`, so that nothing inherited counts.
  */
-export function options<K extends string>(value: unknown, keys: Readonly<Record<K, true>>, what: string): Partial<Record<K, unknown>> | undefined {
+export function options<K extends string>(
+  value: unknown,
+  keys: Readonly<Record<K, true>>,
+  what: string,
+): Partial<Record<K, unknown>> | undefined {
   if (value === undefined) return undefined;
   const expected = () => `{ ${Object.keys(keys).map((k) => `${k}?`).join(", ")} }`;
-  if (typeof value !== "object" || value === null) throw new TypeError(`${what} must be an object ${expected()} or undefined, got ${show(value)}`);
+  if (typeof value !== "object" || value === null) {
+    throw new TypeError(`${what} must be an object ${expected()} or undefined, got ${show(value)}`);
+  }
   const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) throw new TypeError(`${what} must be a plain object ${expected()}, got ${show(value)}`);
+  if (proto !== Object.prototype && proto !== null) {
+    throw new TypeError(`${what} must be a plain object ${expected()}, got ${show(value)}`);
+  }
   for (const key in value) {
     // Enumerable keys inherited from a tampered Object.prototype are not the caller's options.
     if (!Object.hasOwn(keys, key) && Object.hasOwn(value, key)) {
@@ -121,7 +131,8 @@ const hasDetached = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "deta
 export function isDetached(view: ArrayBufferView): boolean {
   const buffer = view.buffer as ArrayBuffer & { detached?: boolean };
   if (hasDetached) return buffer.detached === true;
-  return buffer.byteLength === 0 && !(buffer instanceof SharedArrayBuffer) && view.byteLength === 0 && view.byteOffset === 0;
+  return buffer.byteLength === 0 && !(buffer instanceof SharedArrayBuffer) && view.byteLength === 0 &&
+    view.byteOffset === 0;
 }
 
 /** Whether the view's memory can shrink or move: a resizable ArrayBuffer or a growable SharedArrayBuffer. */
@@ -137,8 +148,12 @@ export function isResizable(view: ArrayBufferView): boolean {
  * move either: resizable ArrayBuffers and growable SharedArrayBuffers are refused.
  */
 export function memory(value: unknown, what: string, pinned: boolean): ArrayBufferView {
-  if (!ArrayBuffer.isView(value)) throw new TypeError(`${what} must be an ArrayBufferView (a typed array or DataView), got ${show(value)}`);
-  if (isDetached(value)) throw new TypeError(`${what}'s ArrayBuffer is detached (transferred away): native code cannot use it`);
+  if (!ArrayBuffer.isView(value)) {
+    throw new TypeError(`${what} must be an ArrayBufferView (a typed array or DataView), got ${show(value)}`);
+  }
+  if (isDetached(value)) {
+    throw new TypeError(`${what}'s ArrayBuffer is detached (transferred away): native code cannot use it`);
+  }
   if (pinned && isResizable(value)) {
     throw new TypeError(
       `${what} must not be a view of a resizable ArrayBuffer or a growable SharedArrayBuffer: native code keeps its address, which resizing would invalidate`,

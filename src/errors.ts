@@ -114,7 +114,9 @@ export class WorkerError extends Error {
   readonly feature: string;
   readonly runtime: string;
   constructor(feature: string, runtime: string, why: string) {
-    super(`${feature} is not available in a Worker on ${runtime}: ${why}. Use it on the main thread, or set MEMLIFE_ALLOW_WORKERS=1 if this Worker is never terminated while callbacks are owed.`);
+    super(
+      `${feature} is not available in a Worker on ${runtime}: ${why}. Use it on the main thread, or set MEMLIFE_ALLOW_WORKERS=1 if this Worker is never terminated while callbacks are owed.`,
+    );
     this.name = "WorkerError";
     this.feature = feature;
     this.runtime = runtime;

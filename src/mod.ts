@@ -11,5 +11,5 @@
 export * as cl from "./opencl/mod.ts";
 export * as rtc from "./embree/mod.ts";
 export { EmbreeError, LibraryLoadError, OpenCLError, ReleasedError, WorkerError } from "./errors.ts";
-export { onCallbackError, type CallbackErrorHandler, type CallbackSource } from "./callbacks.ts";
+export { type CallbackErrorHandler, type CallbackSource, onCallbackError } from "./callbacks.ts";
 export { runtime } from "./backend.ts";

@@ -57,7 +57,10 @@ const files = readdirSync(join(root, dir), { recursive: !fixtures, encoding: "ut
   .sort();
 
 type Counts = { passed: number; failed: number; skipped: number };
-const totals = Object.fromEntries(runtimes.map((r) => [r, { passed: 0, failed: 0, skipped: 0 }])) as Record<Runtime, Counts>;
+const totals = Object.fromEntries(runtimes.map((r) => [r, { passed: 0, failed: 0, skipped: 0 }])) as Record<
+  Runtime,
+  Counts
+>;
 
 let current: ReturnType<typeof spawn> | undefined;
 // The children lead their own process groups (so a kill reaches vitest's workers too), hence
@@ -76,7 +79,13 @@ function killGroup(pid: number): void {
   }
 }
 
-interface FileRun { code: number | null; signal: string | null; stdout: string; stderr: string; note?: string }
+interface FileRun {
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  note?: string;
+}
 
 function runFile(runtime: Runtime, file: string): Promise<FileRun> {
   const [cmd, ...args] = commands[runtime];
@@ -85,7 +94,10 @@ function runFile(runtime: Runtime, file: string): Promise<FileRun> {
     const child = spawn(
       cmd!,
       [
-        ...args, "run", file, "--reporter=./test/reporter.ts",
+        ...args,
+        "run",
+        file,
+        "--reporter=./test/reporter.ts",
         // The fixtures fail on purpose: no report of theirs must reach CI.
         ...(fixtures ? [] : ["--reporter=junit", `--outputFile.junit=${junit}`]),
         ...vitestArgs,
@@ -145,7 +157,9 @@ function tally(run: FileRun): Counts & { note?: string } {
     finished.add(name);
     c[state === "failed" ? "failed" : state === "skipped" ? "skipped" : "passed"]++;
   }
-  const plan: string[] = lines.filter((l) => l.startsWith("@@plan ")).flatMap((l) => JSON.parse(l.slice("@@plan ".length)));
+  const plan: string[] = lines.filter((l) => l.startsWith("@@plan ")).flatMap((l) =>
+    JSON.parse(l.slice("@@plan ".length))
+  );
   // Tests that never finished (the file was killed, or its worker died) count as failed.
   const unfinished = plan.filter((name) => !finished.has(name));
   const where = unfinished.length ? ` while running "${unfinished[0]}"; ${unfinished.length} test(s) unfinished` : "";
@@ -159,7 +173,9 @@ function tally(run: FileRun): Counts & { note?: string } {
       return { ...r, failed: r.failed + 1, note: `${exit} after its result line${where}` };
     }
     // A file where nothing ran tested nothing, unless -t or the like deselected everything.
-    if (r.passed + r.failed + r.skipped === 0 && vitestArgs.length === 0) return { ...r, failed: 1, note: "no test ran" };
+    if (r.passed + r.failed + r.skipped === 0 && vitestArgs.length === 0) {
+      return { ...r, failed: 1, note: "no test ran" };
+    }
     return unfinished.length ? { ...r, note: `${unfinished.length} test(s) unfinished, "${unfinished[0]}" first` } : r;
   }
   // No result line: the file crashed or was killed.
@@ -186,7 +202,8 @@ for (const runtime of runtimes) {
       `${c.failed ? "FAIL" : "ok  "} ${runtime.padEnd(4)} ${relative("test", file)}: ` +
         `${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped (${secs} s)`,
     );
-    const body = run.stdout.split("\n").filter((l) => !l.startsWith("@@") && !l.startsWith("JUNIT report") && l !== "").join("\n");
+    const body = run.stdout.split("\n").filter((l) => !l.startsWith("@@") && !l.startsWith("JUNIT report") && l !== "")
+      .join("\n");
     if (verbose || c.failed) {
       // Everything the file printed, its stderr tail, and why it counted as failed.
       if (body) console.log(indent(body));
@@ -201,7 +218,11 @@ for (const runtime of runtimes) {
 }
 
 const sum = { passed: 0, failed: 0, skipped: 0 };
-console.log(`\nruntime  ${pad("passed", 7)} ${pad("failed", 7)} ${pad("skipped", 8)}   (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+console.log(
+  `\nruntime  ${pad("passed", 7)} ${pad("failed", 7)} ${pad("skipped", 8)}   (${
+    ((performance.now() - started) / 1000).toFixed(1)
+  } s)`,
+);
 for (const r of runtimes) {
   const t = totals[r];
   console.log(`${r.padEnd(8)} ${pad(t.passed, 7)} ${pad(t.failed, 7)} ${pad(t.skipped, 8)}`);

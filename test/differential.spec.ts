@@ -55,21 +55,37 @@ const firstLines = (text: string) => text.trim().split("\n").slice(0, 3).join(" 
 async function runProbes(): Promise<{ c: Observations; m: Observations } | { skip: string }> {
   const m = await runScript(probeTs, [], { timeout: 60_000 });
   if (m.code !== 0 || m.timedOut) {
-    throw new Error(`the memlife probe failed (code ${m.code}, signal ${m.signal}, timed out: ${m.timedOut}):\n${m.stderr}`);
+    throw new Error(
+      `the memlife probe failed (code ${m.code}, signal ${m.signal}, timed out: ${m.timedOut}):\n${m.stderr}`,
+    );
   }
   const memlife = parse(m.stdout, "probe.ts");
   const opencl = memlife.get("meta.opencl") as string;
   const embree = memlife.get("meta.embree") as { major: number; path: string };
 
   const version = cc(["--version"]);
-  if (!version.ok) return { skip: `no C compiler: \`cc --version\` failed (${firstLines(version.output)}); install gcc libc6-dev` };
+  if (!version.ok) {
+    return { skip: `no C compiler: \`cc --version\` failed (${firstLines(version.output)}); install gcc libc6-dev` };
+  }
   const header = `embree${embree.major}/rtcore.h`;
   const headers = cc(["-E", "-x", "c", "-o", "/dev/null", "-"], `#include <CL/cl.h>\n#include <${header}>\n`);
   if (!headers.ok) {
-    return { skip: `no OpenCL/Embree C headers (CL/cl.h, ${header}): ${firstLines(headers.output)}; install ocl-icd-opencl-dev libembree-dev` };
+    return {
+      skip: `no OpenCL/Embree C headers (CL/cl.h, ${header}): ${
+        firstLines(headers.output)
+      }; install ocl-icd-opencl-dev libembree-dev`,
+    };
   }
   const binary = join(workDir, "probe");
-  const build = cc(["-O1", `-DEMBREE_MAJOR=${embree.major}`, "-o", binary, probeC, ...linkArguments(opencl), ...linkArguments(embree.path)]);
+  const build = cc([
+    "-O1",
+    `-DEMBREE_MAJOR=${embree.major}`,
+    "-o",
+    binary,
+    probeC,
+    ...linkArguments(opencl),
+    ...linkArguments(embree.path),
+  ]);
   if (!build.ok) throw new Error(`cc could not build test/differential/probe.c:\n${build.output}`);
   const c = spawnSync(binary, { encoding: "utf8", timeout: 60_000 });
   if (c.status !== 0) throw new Error(`the C probe failed (status ${c.status}, signal ${c.signal}):\n${c.stderr}`);
@@ -91,9 +107,18 @@ const wraps = "the value does not fit the C parameter's type: C truncates it, me
 const intended: Record<string, { memlife: unknown; why: string }> = {
   "cl.getDeviceIDs.0": { memlife: throws("RangeError"), why: `0 is no device type; ${checkedFirst}` },
   "cl.createBuffer.size0": { memlife: throws("RangeError"), why: checkedFirst },
-  "cl.createBuffer.useHostPtrWithoutData": { memlife: throws("TypeError"), why: `hostPtr "use" without data; ${checkedFirst}` },
-  "cl.createBuffer.readOnlyAndWriteOnly": { memlife: throws("TypeError"), why: `\`access\` takes one of three names; ${checkedFirst}` },
-  "cl.createBuffer.invalidContext": { memlife: throws("ReleasedError"), why: "memlife never passes a released handle to C" },
+  "cl.createBuffer.useHostPtrWithoutData": {
+    memlife: throws("TypeError"),
+    why: `hostPtr "use" without data; ${checkedFirst}`,
+  },
+  "cl.createBuffer.readOnlyAndWriteOnly": {
+    memlife: throws("TypeError"),
+    why: `\`access\` takes one of three names; ${checkedFirst}`,
+  },
+  "cl.createBuffer.invalidContext": {
+    memlife: throws("ReleasedError"),
+    why: "memlife never passes a released handle to C",
+  },
   "cl.setDestructorCallback.null": { memlife: throws("TypeError"), why: checkedFirst },
   "cl.write.outOfBounds": { memlife: throws("RangeError"), why: checkedFirst },
   "cl.write.waitListNull": { memlife: throws("TypeError"), why: `waitFor holds a non-event; ${checkedFirst}` },
@@ -104,7 +129,10 @@ const intended: Record<string, { memlife: unknown; why: string }> = {
   "cl.userEvent.setStatus(-2^32).status": { memlife: 2, why: wraps },
   "cl.svmAlloc.align3": { memlife: throws("RangeError"), why: checkedFirst },
   "cl.svmAlloc.size0": { memlife: throws("RangeError"), why: checkedFirst },
-  "cl.svmAlloc.overMaxAlloc": { memlife: throws("RangeError"), why: `over CL_DEVICE_MAX_MEM_ALLOC_SIZE; ${checkedFirst}` },
+  "cl.svmAlloc.overMaxAlloc": {
+    memlife: throws("RangeError"),
+    why: `over CL_DEVICE_MAX_MEM_ALLOC_SIZE; ${checkedFirst}`,
+  },
   "cl.svmAlloc.atomicsWithoutFineGrain": { memlife: throws("TypeError"), why: checkedFirst },
   "cl.svmAlloc.align2^32": { memlife: throws("RangeError"), why: wraps },
   "rtc.getProperty(-1)": { memlife: throws("RangeError"), why: checkedFirst },
@@ -122,7 +150,8 @@ const equivalent: { why: string; map: (key: string, c: unknown) => unknown }[] =
   },
   {
     why: "clSVMAlloc returns NULL with no code: memlife throws an OpenCLError naming it (its code is memlife's choice)",
-    map: (_key, c) => isObject(c) && c.null === true && c.fn === "clSVMAlloc" ? { code: "(any)", fn: "clSVMAlloc" } : null,
+    map: (_key, c) =>
+      isObject(c) && c.null === true && c.fn === "clSVMAlloc" ? { code: "(any)", fn: "clSVMAlloc" } : null,
   },
 ];
 
@@ -192,7 +221,9 @@ async function compare(select: (key: string) => boolean): Promise<void> {
     }
   }
   if (differences.length > 0) {
-    assert.fail(`${differences.length} of ${keys.length} observations differ from C on ${runtime}:\n${differences.join("\n")}`);
+    assert.fail(
+      `${differences.length} of ${keys.length} observations differ from C on ${runtime}:\n${differences.join("\n")}`,
+    );
   }
 }
 
@@ -217,7 +248,10 @@ describe("OpenCL, as C sees it", () => {
   group("platform and device info", (k) => /^cl\.(platforms|platform|device)\./.test(k));
   group("clGetDeviceIDs for each device type", (k) => k.startsWith("cl.getDeviceIDs.") && !isKnown(k));
   group("known: getDevices(DeviceType.DEFAULT) finds the default device", known.defaultType);
-  group("clCreateBuffer errors; buffer, context and queue info", (k) => /^cl\.(createBuffer|buffer|context|queue|setDestructorCallback)\./.test(k));
+  group(
+    "clCreateBuffer errors; buffer, context and queue info",
+    (k) => /^cl\.(createBuffer|buffer|context|queue|setDestructorCallback)\./.test(k),
+  );
   group("three destructor callbacks run in C's order", (k) => k === "cl.destructorOrder");
   group("destructor callbacks of a buffer an enqueued command still uses", (k) => k.startsWith("cl.destructor."));
   group("reads and writes: errors, command types, statuses", (k) => /^cl\.(read|write)\./.test(k) && !isKnown(k));
@@ -248,5 +282,7 @@ test("every observation is compared by exactly one test, and both probes made th
   const memlifeOnly = [...m.keys()].filter((k) => !c.has(k) && !k.startsWith("meta."));
   const cOnly = [...c.keys()].filter((k) => !m.has(k));
   assert.deepEqual({ memlifeOnly, cOnly }, { memlifeOnly: [], cOnly: [] });
-  for (const key of Object.keys(intended)) assert.ok(c.has(key), `intended difference for ${key}, which C no longer observes`);
+  for (const key of Object.keys(intended)) {
+    assert.ok(c.has(key), `intended difference for ${key}, which C no longer observes`);
+  }
 }, 90_000);

@@ -42,7 +42,10 @@ function randomScene(seed: number): { vertices: Float32Array; indices: Uint32Arr
 }
 
 /** Adds the meshes and commits; returns the first EmbreeError (from addTriangleMesh or commit), or null. */
-async function build(scene: rtc.Scene, meshes: { vertices: Float32Array; indices: Uint32Array }[]): Promise<EmbreeError | null> {
+async function build(
+  scene: rtc.Scene,
+  meshes: { vertices: Float32Array; indices: Uint32Array }[],
+): Promise<EmbreeError | null> {
   try {
     for (const m of meshes) scene.addTriangleMesh(m.vertices, m.indices);
     await scene.commit();
@@ -54,7 +57,9 @@ async function build(scene: rtc.Scene, meshes: { vertices: Float32Array; indices
 }
 
 /** A monitor that keeps its own sum by the seed's rule and can refuse the allocation with a given index. */
-function countingMonitor(refuseAt = -1): { fn: rtc.MemoryMonitor; bytes: () => number; allocations: () => number; calls: () => number } {
+function countingMonitor(
+  refuseAt = -1,
+): { fn: rtc.MemoryMonitor; bytes: () => number; allocations: () => number; calls: () => number } {
   let bytes = 0;
   let allocations = 0;
   let calls = 0;
@@ -124,7 +129,10 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
       const deniedBefore = device.memory.denied;
       const scene = device.newScene();
       const error = await build(scene, randomScene(seed));
-      assert.ok(error instanceof EmbreeError, `seed ${seed}: refusing allocation ${refuseAt} of ${count.allocations()} gave no error`);
+      assert.ok(
+        error instanceof EmbreeError,
+        `seed ${seed}: refusing allocation ${refuseAt} of ${count.allocations()} gave no error`,
+      );
       assert.equal(error.codeName, OOM);
       assert.equal(error.code, 4);
       assert.equal(error.fn, refuseAt < inAdd ? "rtcSetNewGeometryBuffer" : "rtcCommitScene");
@@ -137,18 +145,22 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
     assert.equal(errors, 12);
   }, 90_000);
 
-  test("a device with no monitor, budget or accounting installs no native monitor: its commit relays nothing", async () => {
-    using device = rtc.newDevice("threads=0");
-    assert.equal(device.memory.accounting, false);
-    using scene = device.newScene();
-    const { vertices, indices } = randomMesh(random(11), 100_000);
-    scene.addTriangleMesh(vertices, indices);
-    await scene.commit();
-    scene.release();
-    assert.deepEqual(device.memory, { accounting: false, bytes: 0, peak: 0, calls: 0, denied: 0 });
-    const { direct, relayed } = monitorDiagnostics(device);
-    assert.equal(direct + relayed, 0, "Embree called memlife's monitor");
-  }, 60_000);
+  test(
+    "a device with no monitor, budget or accounting installs no native monitor: its commit relays nothing",
+    async () => {
+      using device = rtc.newDevice("threads=0");
+      assert.equal(device.memory.accounting, false);
+      using scene = device.newScene();
+      const { vertices, indices } = randomMesh(random(11), 100_000);
+      scene.addTriangleMesh(vertices, indices);
+      await scene.commit();
+      scene.release();
+      assert.deepEqual(device.memory, { accounting: false, bytes: 0, peak: 0, calls: 0, denied: 0 });
+      const { direct, relayed } = monitorDiagnostics(device);
+      assert.equal(direct + relayed, 0, "Embree called memlife's monitor");
+    },
+    60_000,
+  );
 
   test("{ accounting: true } counts from the start, with no monitor: bytes back to 0 after release", async () => {
     using device = rtc.newDevice("", { accounting: true });
@@ -263,7 +275,10 @@ describe("threads", () => {
     assert.ok(relayedAllocations.length >= 2, `only ${relayedAllocations.length} allocations from other threads`);
     if (runtime === "bun") {
       const bunAfter = (await import("../ffi/bun.ts")).bunRelayStats().relayed;
-      assert.ok(bunAfter - bunBefore >= end.relayed - start.relayed, "Bun's relay counted the foreign-thread calls too");
+      assert.ok(
+        bunAfter - bunBefore >= end.relayed - start.relayed,
+        "Bun's relay counted the foreign-thread calls too",
+      );
     }
     const hit = scene.intersect1({ origin: [big.vertices[0] + 0.0001, big.vertices[1], -1], direction: [0, 0, 1] });
     assert.ok(hit === null || (hit.geomID === 0 && hit.distance > 0));
@@ -277,7 +292,10 @@ describe("threads", () => {
     const again = device.newScene();
     again.addTriangleMesh(big.vertices, big.indices);
     const deniedBefore = device.memory.denied;
-    await assert.rejects(again.commit(), (e: unknown) => e instanceof EmbreeError && e.codeName === OOM && e.fn === "rtcCommitScene");
+    await assert.rejects(
+      again.commit(),
+      (e: unknown) => e instanceof EmbreeError && e.codeName === OOM && e.fn === "rtcCommitScene",
+    );
     assert.ok(relayedAllocations.length > refuseAt, "the refused call came from another thread");
     assert.equal(device.memory.denied - deniedBefore, 1);
     again.release();
@@ -331,30 +349,34 @@ describe("threads", () => {
 });
 
 describe("monitor failures and replacement", () => {
-  test("a throwing monitor: commit rejects with OUT_OF_MEMORY, cause = the exception, not reported again to onCallbackError", async () => {
-    const reported: [unknown, string][] = [];
-    onCallbackError((error, source) => reported.push([error, source]));
-    try {
-      using device = rtc.newDevice("threads=0");
-      using scene = device.newScene();
-      const { vertices, indices } = randomMesh(random(3), 50_000);
-      scene.addTriangleMesh(vertices, indices);
-      const thrown = new Error("monitor says no");
-      device.setMemoryMonitorFunction((bytes) => {
-        if (bytes > 0) throw thrown;
-      });
-      const error = await scene.commit().then(() => null, (e: unknown) => e);
-      assert.ok(error instanceof EmbreeError, String(error));
-      assert.equal(error.codeName, OOM);
-      assert.equal(error.cause, thrown);
-      // Delivered once, through the promise the program holds.
-      assert.deepEqual(reported, []);
-      assert.equal(scene.committed, false);
-      assert.throws(() => scene.intersect1({ origin: [0, 0, 0], direction: [0, 0, 1] }), EmbreeError);
-    } finally {
-      onCallbackError(null);
-    }
-  }, 30_000);
+  test(
+    "a throwing monitor: commit rejects with OUT_OF_MEMORY, cause = the exception, not reported again to onCallbackError",
+    async () => {
+      const reported: [unknown, string][] = [];
+      onCallbackError((error, source) => reported.push([error, source]));
+      try {
+        using device = rtc.newDevice("threads=0");
+        using scene = device.newScene();
+        const { vertices, indices } = randomMesh(random(3), 50_000);
+        scene.addTriangleMesh(vertices, indices);
+        const thrown = new Error("monitor says no");
+        device.setMemoryMonitorFunction((bytes) => {
+          if (bytes > 0) throw thrown;
+        });
+        const error = await scene.commit().then(() => null, (e: unknown) => e);
+        assert.ok(error instanceof EmbreeError, String(error));
+        assert.equal(error.codeName, OOM);
+        assert.equal(error.cause, thrown);
+        // Delivered once, through the promise the program holds.
+        assert.deepEqual(reported, []);
+        assert.equal(scene.committed, false);
+        assert.throws(() => scene.intersect1({ origin: [0, 0, 0], direction: [0, 0, 1] }), EmbreeError);
+      } finally {
+        onCallbackError(null);
+      }
+    },
+    30_000,
+  );
 
   test("the monitor replaced while a commit runs (inside a monitor call and from a timer)", async () => {
     using device = rtc.newDevice("threads=0");
@@ -399,53 +421,63 @@ describe("monitor failures and replacement", () => {
     device.setMemoryMonitorFunction(null);
   }, 60_000);
 
-  test("the monitor set and unset from a timer during commits: every call counted once, 0 bytes after release", async () => {
-    using device = rtc.newDevice("threads=0", { accounting: true });
-    device.setMemoryBudget(1 << 30);
-    const { vertices, indices } = randomMesh(random(13), 300_000);
-    let seen = 0;
-    const monitor = () => {
-      seen++;
-    };
-    let on = false;
-    const timer = setInterval(() => {
-      on = !on;
-      device.setMemoryMonitorFunction(on ? monitor : null);
-    }, 0);
-    try {
-      for (let i = 0; i < 4; i++) {
-        const scene = device.newScene();
-        scene.addTriangleMesh(vertices, indices);
-        await scene.commit();
-        scene.release();
-        assert.equal(device.memory.bytes, 0, `build ${i}`);
+  test(
+    "the monitor set and unset from a timer during commits: every call counted once, 0 bytes after release",
+    async () => {
+      using device = rtc.newDevice("threads=0", { accounting: true });
+      device.setMemoryBudget(1 << 30);
+      const { vertices, indices } = randomMesh(random(13), 300_000);
+      let seen = 0;
+      const monitor = () => {
+        seen++;
+      };
+      let on = false;
+      const timer = setInterval(() => {
+        on = !on;
+        device.setMemoryMonitorFunction(on ? monitor : null);
+      }, 0);
+      try {
+        for (let i = 0; i < 4; i++) {
+          const scene = device.newScene();
+          scene.addTriangleMesh(vertices, indices);
+          await scene.commit();
+          scene.release();
+          assert.equal(device.memory.bytes, 0, `build ${i}`);
+        }
+      } finally {
+        clearInterval(timer);
       }
-    } finally {
-      clearInterval(timer);
-    }
-    const d = monitorDiagnostics(device);
-    // A call that reached JS just after the monitor was unset asks no monitor.
-    assert.ok(seen > 0 && seen <= d.direct + d.relayed, `${seen} monitor calls of ${d.direct + d.relayed} in JS`);
-    assert.equal(device.memory.calls, d.direct + d.relayed + d.native);
-    assert.equal(device.memory.denied, 0);
-  }, 60_000);
+      const d = monitorDiagnostics(device);
+      // A call that reached JS just after the monitor was unset asks no monitor.
+      assert.ok(seen > 0 && seen <= d.direct + d.relayed, `${seen} monitor calls of ${d.direct + d.relayed} in JS`);
+      assert.equal(device.memory.calls, d.direct + d.relayed + d.native);
+      assert.equal(device.memory.denied, 0);
+    },
+    60_000,
+  );
 
   test("exit(3) with a commit in flight exits with 3", async () => {
-    const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["inflight"], { timeout: 60_000 });
+    const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["inflight"], {
+      timeout: 60_000,
+    });
     assert.equal(result.timedOut, false, "the child hung");
     assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
     assert.equal(result.code, 3, result.stderr);
   }, 70_000);
 
   test("exit(3) right after a commit exits with 3", async () => {
-    const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["after"], { timeout: 60_000 });
+    const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["after"], {
+      timeout: 60_000,
+    });
     assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
     assert.equal(result.code, 3, result.stderr);
   }, 70_000);
 
   test("a script that used Embree ends with 0 (released, and not released)", async () => {
     for (const mode of ["end", "unreleased"]) {
-      const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), [mode], { timeout: 60_000 });
+      const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), [mode], {
+        timeout: 60_000,
+      });
       assert.equal(result.signal, null, `${mode}: killed by ${result.signal}: ${result.stderr}`);
       assert.equal(result.code, 0, `${mode}: ${result.stderr}`);
       if (mode === "end") assert.match(result.stdout, /released 0 hit true/);
@@ -454,42 +486,53 @@ describe("monitor failures and replacement", () => {
 });
 
 describe("device.memory and setMemoryBudget", () => {
-  test("a budget below what a scene needs: commit rejects with OUT_OF_MEMORY, denied > 0, 0 bytes after release", async () => {
-    using device = rtc.newDevice("threads=0", { accounting: true });
-    const { vertices, indices } = randomMesh(random(5), 100_000);
-    const scene = device.newScene();
-    scene.addTriangleMesh(vertices, indices);
-    const geometryBytes = device.memory.bytes;
-    assert.ok(geometryBytes >= vertices.byteLength + indices.byteLength, `${geometryBytes} bytes for the copied buffers`);
-    device.setMemoryBudget(geometryBytes + 1024);
-    assert.equal(device.memoryBudget, geometryBytes + 1024);
-    const error = await scene.commit().then(() => null, (e: unknown) => e);
-    assert.ok(error instanceof EmbreeError, String(error));
-    assert.equal(error.codeName, OOM);
-    assert.ok(error.cause instanceof RangeError, "the cause says the budget refused");
-    assert.ok(device.memory.denied > 0);
-    assert.ok(device.memory.peak <= geometryBytes + 1024 || device.memory.denied > 0);
-    scene.release();
-    assert.equal(device.memory.bytes, 0);
+  test(
+    "a budget below what a scene needs: commit rejects with OUT_OF_MEMORY, denied > 0, 0 bytes after release",
+    async () => {
+      using device = rtc.newDevice("threads=0", { accounting: true });
+      const { vertices, indices } = randomMesh(random(5), 100_000);
+      const scene = device.newScene();
+      scene.addTriangleMesh(vertices, indices);
+      const geometryBytes = device.memory.bytes;
+      assert.ok(
+        geometryBytes >= vertices.byteLength + indices.byteLength,
+        `${geometryBytes} bytes for the copied buffers`,
+      );
+      device.setMemoryBudget(geometryBytes + 1024);
+      assert.equal(device.memoryBudget, geometryBytes + 1024);
+      const error = await scene.commit().then(() => null, (e: unknown) => e);
+      assert.ok(error instanceof EmbreeError, String(error));
+      assert.equal(error.codeName, OOM);
+      assert.ok(error.cause instanceof RangeError, "the cause says the budget refused");
+      assert.ok(device.memory.denied > 0);
+      assert.ok(device.memory.peak <= geometryBytes + 1024 || device.memory.denied > 0);
+      scene.release();
+      assert.equal(device.memory.bytes, 0);
 
-    // Without the budget the same scene builds; peak and calls grow.
-    device.setMemoryBudget(null);
-    const ok = device.newScene();
-    ok.addTriangleMesh(vertices, indices);
-    await ok.commit();
-    const { bytes, peak, calls } = device.memory;
-    assert.ok(bytes > geometryBytes && peak >= bytes && calls > 0);
-    ok.release();
-    assert.equal(device.memory.bytes, 0);
-  }, 60_000);
+      // Without the budget the same scene builds; peak and calls grow.
+      device.setMemoryBudget(null);
+      const ok = device.newScene();
+      ok.addTriangleMesh(vertices, indices);
+      await ok.commit();
+      const { bytes, peak, calls } = device.memory;
+      assert.ok(bytes > geometryBytes && peak >= bytes && calls > 0);
+      ok.release();
+      assert.equal(device.memory.bytes, 0);
+    },
+    60_000,
+  );
 
   test("a budget of 0 makes addTriangleMesh throw OUT_OF_MEMORY (the copy into Embree's buffers is refused)", () => {
     using device = rtc.newDevice();
     using scene = device.newScene();
     device.setMemoryBudget(0);
     const { vertices, indices } = randomMesh(random(6), 10);
-    assert.throws(() => scene.addTriangleMesh(vertices, indices), (e: unknown) =>
-      e instanceof EmbreeError && e.codeName === OOM && e.fn === "rtcSetNewGeometryBuffer" && e.cause instanceof RangeError);
+    assert.throws(
+      () => scene.addTriangleMesh(vertices, indices),
+      (e: unknown) =>
+        e instanceof EmbreeError && e.codeName === OOM && e.fn === "rtcSetNewGeometryBuffer" &&
+        e.cause instanceof RangeError,
+    );
     assert.equal(device.memory.bytes, 0);
     assert.ok(device.memory.denied >= 1);
     device.setMemoryBudget(null);
@@ -508,8 +551,12 @@ describe("device.memory and setMemoryBudget", () => {
 
 describe("errors and lifetimes", () => {
   test("rtcNewDevice with a bad configuration throws EmbreeError with a code name", () => {
-    assert.throws(() => rtc.newDevice("threads=abc"), (e: unknown) =>
-      e instanceof EmbreeError && e.fn === "rtcNewDevice" && /^RTC_ERROR_/.test(e.codeName) && e.code > 0 && e.message.length > 0);
+    assert.throws(
+      () => rtc.newDevice("threads=abc"),
+      (e: unknown) =>
+        e instanceof EmbreeError && e.fn === "rtcNewDevice" && /^RTC_ERROR_/.test(e.codeName) && e.code > 0 &&
+        e.message.length > 0,
+    );
     assert.throws(() => rtc.newDevice(42 as unknown as string), TypeError);
   });
 
@@ -530,9 +577,15 @@ describe("errors and lifetimes", () => {
 
   test("an error raised on the JS thread is routed to its call", () => {
     using device = rtc.newDevice();
-    assert.throws(() => device.getProperty(9999), (e: unknown) =>
-      e instanceof EmbreeError && e.fn === "rtcGetDeviceProperty" && e.codeName === "RTC_ERROR_INVALID_ARGUMENT");
-    assert.equal(device.getProperty(rtc.DeviceProperty.VERSION), Number(device.version.string.split(".").reduce((a, p) => a * 100 + Number(p), 0)));
+    assert.throws(
+      () => device.getProperty(9999),
+      (e: unknown) =>
+        e instanceof EmbreeError && e.fn === "rtcGetDeviceProperty" && e.codeName === "RTC_ERROR_INVALID_ARGUMENT",
+    );
+    assert.equal(
+      device.getProperty(rtc.DeviceProperty.VERSION),
+      Number(device.version.string.split(".").reduce((a, p) => a * 100 + Number(p), 0)),
+    );
   });
 
   test("bad arguments throw TypeError/RangeError before any native call", () => {
@@ -540,7 +593,10 @@ describe("errors and lifetimes", () => {
     using scene = device.newScene();
     const calls = device.memory.calls;
     const v = new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]);
-    assert.throws(() => scene.addTriangleMesh(new Float64Array(9) as unknown as Float32Array, new Uint32Array([0, 1, 2])), TypeError);
+    assert.throws(
+      () => scene.addTriangleMesh(new Float64Array(9) as unknown as Float32Array, new Uint32Array([0, 1, 2])),
+      TypeError,
+    );
     assert.throws(() => scene.addTriangleMesh(v, new Int32Array([0, 1, 2]) as unknown as Uint32Array), TypeError);
     assert.throws(() => scene.addTriangleMesh(v, [0, 1, 2] as unknown as Uint32Array), TypeError);
     assert.throws(() => scene.addTriangleMesh(v, new Uint32Array([0, 1, 3])), RangeError);
@@ -554,8 +610,10 @@ describe("errors and lifetimes", () => {
     assert.throws(() => device.getProperty(-1), RangeError);
     assert.equal(device.memory.calls, calls, "a native call allocated");
     assert.equal(scene.committed, false);
-    assert.throws(() => scene.intersect1({ origin: [0, 0, 0], direction: [0, 0, 1] }), (e: unknown) =>
-      e instanceof EmbreeError && e.codeName === "RTC_ERROR_INVALID_OPERATION");
+    assert.throws(
+      () => scene.intersect1({ origin: [0, 0, 0], direction: [0, 0, 1] }),
+      (e: unknown) => e instanceof EmbreeError && e.codeName === "RTC_ERROR_INVALID_OPERATION",
+    );
   });
 
   test("ReleasedError after release; a second release is a no-op", async () => {

@@ -94,8 +94,12 @@ describe("backend selection", () => {
   test("a resolver that picks another runtime's backend gets an error naming the export condition", async () => {
     if (runtime !== "node") skip("Node can be told to resolve with another runtime's condition");
     const { code, stderr } = await new Promise<{ code: number; stderr: string }>((resolve) => {
-      execFile(process.execPath, ["--conditions=deno", fixture], { timeout: 30_000 }, (error, _stdout, stderr) =>
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }));
+      execFile(
+        process.execPath,
+        ["--conditions=deno", fixture],
+        { timeout: 30_000 },
+        (error, _stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }),
+      );
     });
     assert.notEqual(code, 0);
     assert.match(stderr, /deno backend was loaded under node/);

@@ -26,7 +26,8 @@ const ffiBackends = ["ffi/bun.ts", "ffi/deno.ts", "ffi/node.ts"];
 /** Value imports of a module, as paths relative to the root (only those inside src/ and ffi/). */
 function valueImports(path: string, source: string): string[] {
   const out: string[] = [];
-  const statement = /^\s*(import|export)\s+(type\s+)?([^;]*?)\s*from\s*["']([^"']+)["']|^\s*import\s*["']([^"']+)["']/gm;
+  const statement =
+    /^\s*(import|export)\s+(type\s+)?([^;]*?)\s*from\s*["']([^"']+)["']|^\s*import\s*["']([^"']+)["']/gm;
   for (const m of source.matchAll(statement)) {
     if (m[2] !== undefined) continue; // import type / export type
     const specifier = m[4] ?? m[5];
@@ -57,7 +58,9 @@ function cycles(graph: Map<string, string[]>): string[][] {
 describe("module graph", () => {
   test("value imports among src/ and ffi/ have no cycle", () => {
     const graph = new Map<string, string[]>();
-    for (const path of [...files("src"), ...files("ffi")]) graph.set(path, valueImports(path, readFileSync(join(root, path), "utf8")));
+    for (const path of [...files("src"), ...files("ffi")]) {
+      graph.set(path, valueImports(path, readFileSync(join(root, path), "utf8")));
+    }
     assert.ok(graph.size > 20, `found only ${graph.size} modules`);
     for (const [from, targets] of graph) {
       for (const to of targets) assert.ok(graph.has(to), `${from} imports ${to}, which does not exist`);

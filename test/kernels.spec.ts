@@ -89,11 +89,20 @@ describe("programs", () => {
     assert.ok(kernel.preferredWorkGroupSizeMultiple() >= 1);
     assert.deepEqual(kernel.compileWorkGroupSize(), [0, 0, 0]);
     const info = kernel.argInfo(2);
-    if (info !== undefined) assert.deepEqual({ ...info, typeName: info.typeName.replace(/\s/g, "") }, { name: "c", typeName: "float*", addressSpace: "global" });
+    if (info !== undefined) {
+      assert.deepEqual({ ...info, typeName: info.typeName.replace(/\s/g, "") }, {
+        name: "c",
+        typeName: "float*",
+        addressSpace: "global",
+      });
+    }
     const all = program.createKernels();
     assert.deepEqual(all.map((k) => k.name).sort(), program.kernelNames.sort());
     for (const k of all) k.release();
-    assert.throws(() => program.createKernel("nope"), (e: unknown) => e instanceof OpenCLError && e.codeName === "CL_INVALID_KERNEL_NAME");
+    assert.throws(
+      () => program.createKernel("nope"),
+      (e: unknown) => e instanceof OpenCLError && e.codeName === "CL_INVALID_KERNEL_NAME",
+    );
     assert.throws(() => program.createKernel(""), TypeError);
     assert.throws(() => program.createKernel(5 as unknown as string), TypeError);
   });
@@ -213,7 +222,10 @@ describe("kernels and commands", () => {
       assert.throws(() => kinds.setArg(4, cl.local(4)), TypeError, "value given local memory");
       assert.throws(() => kinds.setArg(7, new Uint8Array(4)), RangeError, "long given 4 bytes");
     } else {
-      assert.throws(() => kinds.setArg(7, new Uint8Array(4)), (e: unknown) => e instanceof OpenCLError && e.codeName === "CL_INVALID_ARG_SIZE");
+      assert.throws(
+        () => kinds.setArg(7, new Uint8Array(4)),
+        (e: unknown) => e instanceof OpenCLError && e.codeName === "CL_INVALID_ARG_SIZE",
+      );
     }
     assert.throws(() => kinds.setArg(10, null), RangeError);
     assert.throws(() => kinds.setArg(-1, null), RangeError);
@@ -340,7 +352,11 @@ describe("kernels and commands", () => {
     const released = ctx.createBuffer(16);
     add.setArg(0, released).setArg(1, released).setArg(2, released);
     released.release();
-    assert.throws(() => queue.enqueueNDRangeKernel(add, [4]), ReleasedError, "a buffer released after setArg would dangle");
+    assert.throws(
+      () => queue.enqueueNDRangeKernel(add, [4]),
+      ReleasedError,
+      "a buffer released after setArg would dangle",
+    );
   });
 });
 

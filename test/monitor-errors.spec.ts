@@ -8,7 +8,10 @@ import { assert, runScript } from "./helpers.ts";
 
 const fixture = new URL("./fixtures/monitor-throw.ts", import.meta.url);
 
-async function scenario(mode: string, handler = false): Promise<{ code: number | null; report: Record<string, unknown>; stderr: string }> {
+async function scenario(
+  mode: string,
+  handler = false,
+): Promise<{ code: number | null; report: Record<string, unknown>; stderr: string }> {
   const result = await runScript(fixture, handler ? [mode, "handler"] : [mode], { timeout: 60_000 });
   assert.equal(result.timedOut, false, `${mode}: the child hung`);
   assert.equal(result.signal, null, `${mode}: killed by ${result.signal}: ${result.stderr}`);
@@ -23,18 +26,22 @@ async function scenario(mode: string, handler = false): Promise<{ code: number |
 }
 
 describe("a throwing monitor", () => {
-  test("a commit the program awaits and catches: rejects with the thrown value as cause, and the program lives on", async () => {
-    for (const handler of [false, true]) {
-      const { code, report, stderr } = await scenario("error", handler);
-      assert.equal(code, 0, `handler ${handler}: ${stderr}`);
-      assert.equal(report.settled, "EmbreeError");
-      assert.equal(report.fn, "rtcCommitScene");
-      assert.equal(report.codeName, "RTC_ERROR_OUT_OF_MEMORY");
-      assert.equal(report.causeIsThrown, true);
-      // Delivered through the promise: not to onCallbackError as well.
-      assert.deepEqual(report.reported, []);
-    }
-  }, 130_000);
+  test(
+    "a commit the program awaits and catches: rejects with the thrown value as cause, and the program lives on",
+    async () => {
+      for (const handler of [false, true]) {
+        const { code, report, stderr } = await scenario("error", handler);
+        assert.equal(code, 0, `handler ${handler}: ${stderr}`);
+        assert.equal(report.settled, "EmbreeError");
+        assert.equal(report.fn, "rtcCommitScene");
+        assert.equal(report.codeName, "RTC_ERROR_OUT_OF_MEMORY");
+        assert.equal(report.causeIsThrown, true);
+        // Delivered through the promise: not to onCallbackError as well.
+        assert.deepEqual(report.reported, []);
+      }
+    },
+    130_000,
+  );
 
   test("any value thrown refuses (undefined, null, 0, a string), and is the cause", async () => {
     for (const mode of ["undefined", "null", "zero", "string"]) {
@@ -69,14 +76,21 @@ describe("a throwing monitor", () => {
     }
   }, 130_000);
 
-  test("a throw while release() frees: release does not throw; each exception reaches onCallbackError once", async () => {
-    const { code, report, stderr } = await scenario("release", true);
-    assert.equal(code, 0, stderr);
-    assert.equal(report.settled, "ok", "release() did not throw");
-    const thrown = report.thrown as number;
-    assert.ok(thrown > 0, "Embree freed memory through the monitor");
-    assert.deepEqual(report.reported, Array.from({ length: thrown }, (_, i) => `memoryMonitor:Error(while freeing ${i + 1})`));
-  }, 70_000);
+  test(
+    "a throw while release() frees: release does not throw; each exception reaches onCallbackError once",
+    async () => {
+      const { code, report, stderr } = await scenario("release", true);
+      assert.equal(code, 0, stderr);
+      assert.equal(report.settled, "ok", "release() did not throw");
+      const thrown = report.thrown as number;
+      assert.ok(thrown > 0, "Embree freed memory through the monitor");
+      assert.deepEqual(
+        report.reported,
+        Array.from({ length: thrown }, (_, i) => `memoryMonitor:Error(while freeing ${i + 1})`),
+      );
+    },
+    70_000,
+  );
 
   test("with no onCallbackError, a throw that no operation carries is an uncaught exception", async () => {
     const { code, stderr } = await scenario("release");

@@ -109,7 +109,9 @@ describe("clSetMemObjectDestructorCallback", () => {
   });
 
   test("an uncaught callback error surfaces as an uncaught exception (child process)", async () => {
-    const result = await runScript(new URL("./fixtures/opencl-throwing-callback.ts", import.meta.url), [], { timeout: 30_000 });
+    const result = await runScript(new URL("./fixtures/opencl-throwing-callback.ts", import.meta.url), [], {
+      timeout: 30_000,
+    });
     assert.equal(result.timedOut, false);
     assert.notEqual(result.code, 0, "an uncaught error must not exit 0");
     assert.match(result.stdout + result.stderr, /destructor says no/);
@@ -188,8 +190,12 @@ describe("buffers", () => {
     const foreign = other.createUserEvent();
     const buf = ctx.createBuffer(16);
     try {
-      assert.throws(() => queue.enqueueWriteBuffer(buf, new Uint8Array(16), { waitFor: [foreign] }), (e: unknown) =>
-        e instanceof OpenCLError && e.fn === "clEnqueueWriteBuffer" && e.codeName === "CL_INVALID_CONTEXT" && e.code === -34);
+      assert.throws(
+        () => queue.enqueueWriteBuffer(buf, new Uint8Array(16), { waitFor: [foreign] }),
+        (e: unknown) =>
+          e instanceof OpenCLError && e.fn === "clEnqueueWriteBuffer" && e.codeName === "CL_INVALID_CONTEXT" &&
+          e.code === -34,
+      );
     } finally {
       foreign.setStatus(-1);
       foreign.release();
@@ -203,7 +209,11 @@ describe("buffers", () => {
     try {
       big = ctx.createBuffer(device.maxMemAllocSize + 1);
     } catch (e) {
-      assert.ok(e instanceof OpenCLError && e.fn === "clCreateBuffer" && e.codeName === "CL_INVALID_BUFFER_SIZE" && e.code === -61, String(e));
+      assert.ok(
+        e instanceof OpenCLError && e.fn === "clCreateBuffer" && e.codeName === "CL_INVALID_BUFFER_SIZE" &&
+          e.code === -61,
+        String(e),
+      );
       return;
     }
     // NVIDIA allocates lazily and accepts the size (driver 580): not an error memlife can raise.
@@ -263,7 +273,10 @@ describe("the seeds' error codes, through the raw bindings", () => {
     const buf = ctx.createBuffer(16);
     const write = queue.enqueueWriteBuffer(buf, new Uint8Array(16), { waitFor: [gate] });
     gate.setStatus(-1);
-    await assert.rejects(write.wait(), (e: unknown) => e instanceof OpenCLError && e.code === -14 && e.fn === "clWaitForEvents");
+    await assert.rejects(
+      write.wait(),
+      (e: unknown) => e instanceof OpenCLError && e.code === -14 && e.fn === "clWaitForEvents",
+    );
     assert.ok(write.status < 0);
     write.release();
     gate.release();
@@ -425,12 +438,18 @@ describe("threads", () => {
     assert.equal(destroyed, 1);
   });
 
-  test("awaiting destroyed or an SVM free with nothing else pending keeps the program alive (child process)", async () => {
-    const result = await runScript(new URL("./fixtures/opencl-await-destroyed.ts", import.meta.url), [], { timeout: 30_000 });
-    assert.equal(result.timedOut, false, "the child hung");
-    assert.equal(result.code, 0, result.stderr); // Node exits 13 when a top-level await can never settle
-    assert.equal(result.stdout.trim(), "callbacks 21");
-  }, 40_000);
+  test(
+    "awaiting destroyed or an SVM free with nothing else pending keeps the program alive (child process)",
+    async () => {
+      const result = await runScript(new URL("./fixtures/opencl-await-destroyed.ts", import.meta.url), [], {
+        timeout: 30_000,
+      });
+      assert.equal(result.timedOut, false, "the child hung");
+      assert.equal(result.code, 0, result.stderr); // Node exits 13 when a top-level await can never settle
+      assert.equal(result.stdout.trim(), "callbacks 21");
+    },
+    40_000,
+  );
 
   test("exit with callbacks in flight exits with the program's own code (child process)", async () => {
     const result = await runScript(new URL("./fixtures/opencl-exit.ts", import.meta.url), [], { timeout: 30_000 });

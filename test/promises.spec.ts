@@ -31,7 +31,9 @@ describe("Embree: a scene released or used during its own commit", () => {
       const report = await child(embreeFixture, ["release-during-commit", option]);
       assert.deepEqual(report.outcomes, ["ok"]);
       assert.equal(report.bytes, 0);
-      for (let i = 0; i < 8; i++) assert.equal(report[`bytes${i}`], 0, `round ${i}: the scene was not freed when its commit settled`);
+      for (let i = 0; i < 8; i++) {
+        assert.equal(report[`bytes${i}`], 0, `round ${i}: the scene was not freed when its commit settled`);
+      }
       if (option === "monitor") assert.equal(report.monitorCalls, true);
       assert.deepEqual(report.reported, []);
     });
@@ -97,7 +99,13 @@ describe("OpenCL: SVM allocations freed while mapped", () => {
     const report = await child(openclFixture, ["map-release"]);
     if (report.skip) skip(String(report.skip));
     assert.equal(report.liveObjects, 0);
-    assert.deepEqual((report.results as string[]).map((s) => JSON.parse(s)), [{ ok: true, refusal: "", onFreeRan: false, usable: false, freedAfterUnmap: false }]);
+    assert.deepEqual((report.results as string[]).map((s) => JSON.parse(s)), [{
+      ok: true,
+      refusal: "",
+      onFreeRan: false,
+      usable: false,
+      freedAfterUnmap: false,
+    }]);
   });
 
   for (const mode of ["map-svmfree", "map-svmfree-onfree"]) {
@@ -106,7 +114,13 @@ describe("OpenCL: SVM allocations freed while mapped", () => {
       if (report.skip) skip(String(report.skip));
       assert.equal(report.liveObjects, 0);
       assert.deepEqual((report.results as string[]).map((s) => JSON.parse(s)), [
-        { ok: true, refusal: "clEnqueueSVMFree:CL_INVALID_OPERATION", onFreeRan: false, usable: true, freedAfterUnmap: true },
+        {
+          ok: true,
+          refusal: "clEnqueueSVMFree:CL_INVALID_OPERATION",
+          onFreeRan: false,
+          usable: true,
+          freedAfterUnmap: true,
+        },
       ]);
     });
   }
@@ -135,13 +149,19 @@ describe("OpenCL: device selection by environment", () => {
     const last = all.filter((p) => p.devices.length > 0).at(-1)!;
     const platformIndex = all.indexOf(last);
     const lastDevice = last.devices.at(-1)!;
-    const byIndex = await child(openclFixture, ["select"], { MEMLIFE_OPENCL_PLATFORM: String(platformIndex), MEMLIFE_OPENCL_DEVICE: String(last.devices.length - 1) });
+    const byIndex = await child(openclFixture, ["select"], {
+      MEMLIFE_OPENCL_PLATFORM: String(platformIndex),
+      MEMLIFE_OPENCL_DEVICE: String(last.devices.length - 1),
+    });
     assert.equal(byIndex.platform, last.platform);
     assert.equal(byIndex.device, lastDevice);
     assert.equal(byIndex.context, lastDevice, "createContext() uses the selected device");
     // A substring in another case than the name's.
     const sub = (s: string) => s.slice(1, Math.min(s.length, 8)).toUpperCase();
-    const bySubstring = await child(openclFixture, ["select"], { MEMLIFE_OPENCL_PLATFORM: sub(last.platform).toLowerCase(), MEMLIFE_OPENCL_DEVICE: sub(lastDevice) });
+    const bySubstring = await child(openclFixture, ["select"], {
+      MEMLIFE_OPENCL_PLATFORM: sub(last.platform).toLowerCase(),
+      MEMLIFE_OPENCL_DEVICE: sub(lastDevice),
+    });
     assert.equal(bySubstring.platform, last.platform);
     assert.equal(bySubstring.device, last.devices.find((d) => d.toLowerCase().includes(sub(lastDevice).toLowerCase())));
     const unmatched: Record<string, string>[] = [

@@ -9,7 +9,7 @@ import { onCallbackError, rtc } from "../src/mod.ts";
 import { embree } from "../src/embree/native.ts";
 
 describe("release failures", () => {
-  test("a scene released off the JS thread while a commit runs reports a failed release with source \"release\"", async () => {
+  test('a scene released off the JS thread while a commit runs reports a failed release with source "release"', async () => {
     using device = rtc.newDevice("threads=1");
     const busy = device.newScene();
     // Big enough that its commit is still running when the other scene is released.

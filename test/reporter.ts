@@ -11,7 +11,9 @@ import type { Reporter, SerializedError, TestCase, TestModule } from "vitest/nod
 const indent = (s: string) => s.replace(/^/gm, "    ");
 
 function describeError(e: SerializedError): string {
-  const text = e.stack && e.stack.includes(e.message ?? "") ? e.stack : `${e.name ?? "Error"}: ${e.message}\n${e.stack ?? ""}`;
+  const text = e.stack && e.stack.includes(e.message ?? "")
+    ? e.stack
+    : `${e.name ?? "Error"}: ${e.message}\n${e.stack ?? ""}`;
   const extra = e.diff ? `\n${e.diff}` : "";
   return indent(`${text.trimEnd()}${extra}`);
 }
@@ -45,7 +47,9 @@ export default class SuiteReporter implements Reporter {
         console.log(`skip ${test.fullName}: ${result.note ?? "(no reason given)"}`);
       }
     }
-    if (test.options.mode === "run") console.log(`@@case ${JSON.stringify({ state: result.state, name: test.fullName })}`);
+    if (test.options.mode === "run") {
+      console.log(`@@case ${JSON.stringify({ state: result.state, name: test.fullName })}`);
+    }
   }
 
   onTestRunEnd(modules: ReadonlyArray<TestModule>, errors: ReadonlyArray<SerializedError>): void {

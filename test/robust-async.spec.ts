@@ -30,24 +30,38 @@ describe("objects a pending operation uses stay alive natively", () => {
     await expectOk("async-release-pending.ts", ["user-event"]);
   }, 70_000);
 
-  test("events, buffers and queues released twice and used after release while waits, reads and finish are pending (child process)", async () => {
-    await expectOk("async-release-pending.ts", ["commands"]);
-  }, 70_000);
+  test(
+    "events, buffers and queues released twice and used after release while waits, reads and finish are pending (child process)",
+    async () => {
+      await expectOk("async-release-pending.ts", ["commands"]);
+    },
+    70_000,
+  );
 
   test("a context released first while waits and finish() on its queue are in flight (child process)", async () => {
     await expectOk("async-release-pending.ts", ["context"]);
   }, 70_000);
 
-  test("SVM frees with onFree whose wait list failed: wait() rejects, onFree never runs, the program still ends (child process)", async () => {
-    await expectOk("async-failed-svm-free.ts", [], 30_000);
-  }, 40_000);
+  test(
+    "SVM frees with onFree whose wait list failed: wait() rejects, onFree never runs, the program still ends (child process)",
+    async () => {
+      await expectOk("async-failed-svm-free.ts", [], 30_000);
+    },
+    40_000,
+  );
 });
 
 describe("many asynchronous calls at once", () => {
   for (const mode of ["wait", "finish", "read"]) {
-    test(`1000 concurrent ${mode === "wait" ? "event.wait()" : mode === "finish" ? "queue.finish()" : "queue.readBuffer()"} gated by a user event all settle (child process)`, async () => {
-      await expectOk("async-many.ts", [mode, "1000"]);
-    }, 70_000);
+    test(
+      `1000 concurrent ${
+        mode === "wait" ? "event.wait()" : mode === "finish" ? "queue.finish()" : "queue.readBuffer()"
+      } gated by a user event all settle (child process)`,
+      async () => {
+        await expectOk("async-many.ts", [mode, "1000"]);
+      },
+      70_000,
+    );
   }
 
   test("the async queue never runs more than its cap, keeps call order, and turns a synchronous throw into a rejection", async () => {
@@ -77,7 +91,7 @@ describe("many asynchronous calls at once", () => {
     assert.equal(q.queued, 0);
   });
 
-  test("a native release that fails after release() returned goes to onCallbackError with source \"release\"", async () => {
+  test('a native release that fails after release() returned goes to onCallbackError with source "release"', async () => {
     const seen: [unknown, string][] = [];
     onCallbackError((error, source) => void seen.push([error, source]));
     try {
@@ -95,14 +109,26 @@ describe("many asynchronous calls at once", () => {
     }
   });
 
-  test("releases made while the async calls are busiest all reach OpenCL, with no unhandled rejection (child process)", async () => {
-    const r = await runScript(fixture("async-lost-release.ts"), [], { timeout: 60_000 });
-    assert.equal(r.timedOut, false, "hung");
-    assert.equal(r.code, 0, `exit ${r.code} ${r.signal}: ${(r.stdout + r.stderr).slice(-2000)}`);
-    const report = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { before: number; after: number; unhandled: number };
-    assert.equal(report.after, report.before, "CL_CONTEXT_REFERENCE_COUNT is back to what it was: every queue release happened");
-    assert.equal(report.unhandled, 0);
-  }, 70_000);
+  test(
+    "releases made while the async calls are busiest all reach OpenCL, with no unhandled rejection (child process)",
+    async () => {
+      const r = await runScript(fixture("async-lost-release.ts"), [], { timeout: 60_000 });
+      assert.equal(r.timedOut, false, "hung");
+      assert.equal(r.code, 0, `exit ${r.code} ${r.signal}: ${(r.stdout + r.stderr).slice(-2000)}`);
+      const report = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as {
+        before: number;
+        after: number;
+        unhandled: number;
+      };
+      assert.equal(
+        report.after,
+        report.before,
+        "CL_CONTEXT_REFERENCE_COUNT is back to what it was: every queue release happened",
+      );
+      assert.equal(report.unhandled, 0);
+    },
+    70_000,
+  );
 });
 
 describe("exceptions thrown by OpenCL callbacks", () => {
@@ -151,47 +177,93 @@ describe("exceptions thrown by OpenCL callbacks", () => {
     }
   });
 
-  test("every thrown value (undefined, null, 0, \"\", a string, an Error, async rejections) reaches the program exactly once on each route (child process)", async () => {
-    await expectOk("async-callback-errors.ts");
-  }, 70_000);
+  test(
+    'every thrown value (undefined, null, 0, "", a string, an Error, async rejections) reaches the program exactly once on each route (child process)',
+    async () => {
+      await expectOk("async-callback-errors.ts");
+    },
+    70_000,
+  );
 });
 
 describe("user events released without a status", () => {
-  test("fail the commands waiting on them, and the program still ends (NVIDIA's clReleaseContext waited for ever) (child process)", async () => {
-    await expectOk("user-event-abandoned.ts", [], 30_000);
-  }, 40_000);
+  test(
+    "fail the commands waiting on them, and the program still ends (NVIDIA's clReleaseContext waited for ever) (child process)",
+    async () => {
+      await expectOk("user-event-abandoned.ts", [], 30_000);
+    },
+    40_000,
+  );
 });
 
 describe("callbacks that re-enter, release their own objects, or exit", () => {
-  test("destructor callbacks and onFree that create, enqueue, wait and release (their own objects too) (child process)", async () => {
-    await expectOk("async-callback-reentry.ts", ["reenter"]);
-  }, 70_000);
+  test(
+    "destructor callbacks and onFree that create, enqueue, wait and release (their own objects too) (child process)",
+    async () => {
+      await expectOk("async-callback-reentry.ts", ["reenter"]);
+    },
+    70_000,
+  );
 
   for (const mode of ["exit-destructor", "exit-onfree"]) {
-    test(`process.exit(7) inside ${mode === "exit-destructor" ? "a destructor callback" : "onFree"}, with waits and finish in flight, exits with 7 (child process)`, async () => {
-      const r = await runScript(fixture("async-callback-reentry.ts"), [mode], { timeout: 60_000 });
-      assert.equal(r.timedOut, false, "hung");
-      assert.equal(r.code, 7, `exit ${r.code} ${r.signal}: ${(r.stdout + r.stderr).slice(-2000)}`);
-    }, 70_000);
+    test(
+      `process.exit(7) inside ${
+        mode === "exit-destructor" ? "a destructor callback" : "onFree"
+      }, with waits and finish in flight, exits with 7 (child process)`,
+      async () => {
+        const r = await runScript(fixture("async-callback-reentry.ts"), [mode], { timeout: 60_000 });
+        assert.equal(r.timedOut, false, "hung");
+        assert.equal(r.code, 7, `exit ${r.code} ${r.signal}: ${(r.stdout + r.stderr).slice(-2000)}`);
+      },
+      70_000,
+    );
   }
 });
 
 describe("JS callbacks inside native calls (Deno's V8 fast calls)", () => {
   test("symbols during which native code can call JS are marked reentrant; unguarded bindings exist", () => {
-    for (const name of ["clReleaseMemObject", "clReleaseContext", "clReleaseCommandQueue", "clReleaseEvent", "clSetUserEventStatus", "clSetEventCallback", "clReleaseKernel", "clReleaseProgram"] as const) {
+    for (
+      const name of [
+        "clReleaseMemObject",
+        "clReleaseContext",
+        "clReleaseCommandQueue",
+        "clReleaseEvent",
+        "clSetUserEventStatus",
+        "clSetEventCallback",
+        "clReleaseKernel",
+        "clReleaseProgram",
+      ] as const
+    ) {
       assert.equal((openclSymbols[name] as { reentrant?: boolean }).reentrant, true, name);
     }
-    for (const name of ["rtcReleaseScene", "rtcReleaseDevice", "rtcNewGeometry", "rtcSetNewGeometryBuffer", "rtcReleaseGeometry", "rtcCommitScene"] as const) {
+    for (
+      const name of [
+        "rtcReleaseScene",
+        "rtcReleaseDevice",
+        "rtcNewGeometry",
+        "rtcSetNewGeometryBuffer",
+        "rtcReleaseGeometry",
+        "rtcCommitScene",
+      ] as const
+    ) {
       assert.equal((embreeSymbols[name] as { reentrant?: boolean }).reentrant, true, name);
     }
     assert.equal(typeof opencl().unguarded.clReleaseMemObject, "function");
   });
 
-  test(`a callback inside clReleaseMemObject that deoptimizes its caller does not abort ${runtime} (child process)`, async () => {
-    await expectOk("deno-fast-call-reentry.ts");
-  }, 70_000);
+  test(
+    `a callback inside clReleaseMemObject that deoptimizes its caller does not abort ${runtime} (child process)`,
+    async () => {
+      await expectOk("deno-fast-call-reentry.ts");
+    },
+    70_000,
+  );
 
-  test("200 000 creates and releases, destructor callbacks, SVM frees and a forced GC, twice (child process)", async () => {
-    for (let i = 0; i < 2; i++) await expectOk("release-heavy-loop.ts", [], 90_000);
-  }, 200_000);
+  test(
+    "200 000 creates and releases, destructor callbacks, SVM frees and a forced GC, twice (child process)",
+    async () => {
+      for (let i = 0; i < 2; i++) await expectOk("release-heavy-loop.ts", [], 90_000);
+    },
+    200_000,
+  );
 });

@@ -80,8 +80,12 @@ function detached(bytes = 64): Uint8Array {
 const resizable = (bytes = 64) => new Uint8Array(new ArrayBuffer(bytes, { maxByteLength: 2 * bytes }));
 const growable = (bytes = 64) => new Uint8Array(new Growable(bytes, { maxByteLength: 2 * bytes }));
 /** ES2024 members this project's TypeScript lib does not declare yet. */
-const transfer = (buffer: ArrayBufferLike, length?: number) => (buffer as ArrayBuffer & { transfer(n?: number): ArrayBuffer }).transfer(length);
-const Growable = SharedArrayBuffer as unknown as new (bytes: number, options: { maxByteLength: number }) => SharedArrayBuffer;
+const transfer = (buffer: ArrayBufferLike, length?: number) =>
+  (buffer as ArrayBuffer & { transfer(n?: number): ArrayBuffer }).transfer(length);
+const Growable = SharedArrayBuffer as unknown as new (
+  bytes: number,
+  options: { maxByteLength: number },
+) => SharedArrayBuffer;
 const T = TypeError;
 const R = RangeError;
 /** Names a plain-object table lookup would find: each must name nothing. */
@@ -230,7 +234,9 @@ describe("options are own properties of plain objects, booleans are booleans", (
     const data = new Uint8Array(64);
     table([
       ...inherited.map((name): Case => [`access ${name}`, () => ctx.createBuffer(64, { access: name as never }), T]),
-      ...inherited.map((name): Case => [`hostPtr ${name}`, () => ctx.createBuffer(data, { hostPtr: name as never }), T]),
+      ...inherited.map((
+        name,
+      ): Case => [`hostPtr ${name}`, () => ctx.createBuffer(data, { hostPtr: name as never }), T]),
       ["access 1", () => ctx.createBuffer(64, { access: 1 as never }), T],
       ["options 5", () => ctx.createBuffer(64, 5 as never), T],
       ["options null", () => ctx.createBuffer(64, null as never), T],
@@ -293,7 +299,11 @@ describe("options are own properties of plain objects, booleans are booleans", (
       ["buffer not a Buffer", () => queue.enqueueWriteBuffer({} as never, new Uint8Array(4)), T],
     ]);
     await rejects(() => queue.readBuffer(buf, undefined, 5 as never), T, "readBuffer options 5");
-    await rejects(() => queue.writeBuffer(buf, new Uint8Array(4), { offst: 0 } as never), T, "writeBuffer unknown option");
+    await rejects(
+      () => queue.writeBuffer(buf, new Uint8Array(4), { offst: 0 } as never),
+      T,
+      "writeBuffer unknown option",
+    );
   });
 
   test("contexts and queues", () => {
@@ -322,7 +332,11 @@ describe("options are own properties of plain objects, booleans are booleans", (
       ["monitor 5", () => rtcDevice.setMemoryMonitorFunction(5 as never), T],
       ["vertices not Float32Array", () => scene.addTriangleMesh([0, 0, 0] as never, new Uint32Array([0, 0, 0])), T],
       ["index out of range", () => scene.addTriangleMesh(new Float32Array(9), new Uint32Array([0, 1, 3])), R],
-      ["detached vertices", () => scene.addTriangleMesh(new Float32Array(detached(36).buffer), new Uint32Array([0, 1, 2])), T],
+      [
+        "detached vertices",
+        () => scene.addTriangleMesh(new Float32Array(detached(36).buffer), new Uint32Array([0, 1, 2])),
+        T,
+      ],
       ["ray null", () => scene.intersect1(null as never), T],
       ["monitorDiagnostics({})", () => monitorDiagnostics({} as never), T],
     ]);
@@ -361,9 +375,23 @@ describe("memory native code keeps must not move, shrink or be detached", () => 
     await destroyed;
   });
 
-  for (const mode of ["resizable-use", "growable-use", "resizable-read", "resizable-write", "transfer-use", "transfer-read", "transfer-write", "transfer-create", "transfer-mesh"]) {
+  for (
+    const mode of [
+      "resizable-use",
+      "growable-use",
+      "resizable-read",
+      "resizable-write",
+      "transfer-use",
+      "transfer-read",
+      "transfer-write",
+      "transfer-create",
+      "transfer-mesh",
+    ]
+  ) {
     test(`${mode}: refused with a TypeError, no crash`, async () => {
-      const result = await runScript(new URL("./fixtures/robust-pinned.ts", import.meta.url), [mode], { timeout: 30_000 });
+      const result = await runScript(new URL("./fixtures/robust-pinned.ts", import.meta.url), [mode], {
+        timeout: 30_000,
+      });
       assert.equal(result.signal, null, `${mode} crashed: ${result.signal}\n${result.stderr}`);
       assert.equal(result.code, 0, result.stderr);
       assert.match(result.stdout, /^refused: TypeError: /m, result.stdout + result.stderr);
@@ -493,7 +521,9 @@ describe("use after release and double release, every kind of object", () => {
 describe("parents released before their children", () => {
   for (const mode of ["context", "embree"]) {
     test(`${mode}: the children keep working and nothing crashes`, async () => {
-      const result = await runScript(new URL("./fixtures/robust-parents.ts", import.meta.url), [mode], { timeout: 30_000 });
+      const result = await runScript(new URL("./fixtures/robust-parents.ts", import.meta.url), [mode], {
+        timeout: 30_000,
+      });
       assert.equal(result.signal, null, `crashed: ${result.signal}\n${result.stderr}`);
       assert.equal(result.code, 0, result.stdout + result.stderr);
       assert.match(result.stdout, /^ok$/m);

@@ -8,12 +8,18 @@ import { assert, runScript, runtime, type ScriptResult } from "./helpers.ts";
 describe("test/all.ts on the fixtures that fail on purpose", () => {
   let run: ScriptResult;
   beforeAll(async () => {
-    run = await runScript(new URL("./all.ts", import.meta.url), ["--fixtures", `--runtime=${runtime}`, "--timeout=5", "--grace=2"], {
+    run = await runScript(new URL("./all.ts", import.meta.url), [
+      "--fixtures",
+      `--runtime=${runtime}`,
+      "--timeout=5",
+      "--grace=2",
+    ], {
       timeout: 55_000,
     });
   }, 60_000);
   const line = (file: string) =>
-    run.stdout.split("\n").find((l) => l.includes(` fixtures/suite/${file}.spec.ts: `)) ?? `(no line for ${file})\n${run.stdout}\n${run.stderr}`;
+    run.stdout.split("\n").find((l) => l.includes(` fixtures/suite/${file}.spec.ts: `)) ??
+      `(no line for ${file})\n${run.stdout}\n${run.stderr}`;
   const counts = (file: string) => {
     const m = /^FAIL (?:bun |deno|node) [^:]+: (\d+) passed, (\d+) failed, (\d+) skipped/.exec(line(file));
     assert.ok(m, line(file));

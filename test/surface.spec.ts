@@ -16,45 +16,138 @@ const vectorTypes = ["char", "uchar", "short", "ushort", "int", "uint", "long", 
   .flatMap((t) => [t, `${t}2`, `${t}3`, `${t}4`, `${t}8`, `${t}16`]);
 
 const exportsList = {
-  "": ["EmbreeError", "LibraryLoadError", "OpenCLError", "ReleasedError", "WorkerError", "cl", "onCallbackError", "rtc", "runtime"],
+  "": [
+    "EmbreeError",
+    "LibraryLoadError",
+    "OpenCLError",
+    "ReleasedError",
+    "WorkerError",
+    "cl",
+    "onCallbackError",
+    "rtc",
+    "runtime",
+  ],
   cl: [
-    "Buffer", "CommandQueue", "CommandType", "Context", "Device", "DeviceType", "Event", "ExecutionStatus", "Kernel",
-    "LocalMemory", "MemFlags", "Platform", "Program", "SVMAllocation", "SVMMapping", "TypedValue", "UserEvent",
-    "createContext", "defaultDevice", "getPlatforms", "library", "local", ...vectorTypes,
+    "Buffer",
+    "CommandQueue",
+    "CommandType",
+    "Context",
+    "Device",
+    "DeviceType",
+    "Event",
+    "ExecutionStatus",
+    "Kernel",
+    "LocalMemory",
+    "MemFlags",
+    "Platform",
+    "Program",
+    "SVMAllocation",
+    "SVMMapping",
+    "TypedValue",
+    "UserEvent",
+    "createContext",
+    "defaultDevice",
+    "getPlatforms",
+    "library",
+    "local",
+    ...vectorTypes,
   ],
   rtc: ["Device", "DeviceProperty", "Scene", "load", "newDevice", "version"],
 };
 
 /** String-named properties of each class's prototype chain (methods, getters), less `constructor` and what Object and Error define. */
 const prototypes: Record<string, readonly string[]> = {
-  "cl.Buffer": ["alive", "destroyed", "hostPointer", "referenceCount", "release", "retain", "setDestructorCallback", "unsafeHandle"],
+  "cl.Buffer": [
+    "alive",
+    "destroyed",
+    "hostPointer",
+    "referenceCount",
+    "release",
+    "retain",
+    "setDestructorCallback",
+    "unsafeHandle",
+  ],
   "cl.CommandQueue": [
-    "alive", "enqueueBarrier", "enqueueCopyBuffer", "enqueueFillBuffer", "enqueueMarker", "enqueueNDRangeKernel", "enqueueReadBuffer",
-    "enqueueSVMFree", "enqueueSVMMap", "enqueueSVMMemFill", "enqueueSVMMemcpy", "enqueueWriteBuffer", "finish", "flush", "mapSVM",
-    "readBuffer", "referenceCount", "release", "retain", "unsafeHandle", "writeBuffer",
+    "alive",
+    "enqueueBarrier",
+    "enqueueCopyBuffer",
+    "enqueueFillBuffer",
+    "enqueueMarker",
+    "enqueueNDRangeKernel",
+    "enqueueReadBuffer",
+    "enqueueSVMFree",
+    "enqueueSVMMap",
+    "enqueueSVMMemFill",
+    "enqueueSVMMemcpy",
+    "enqueueWriteBuffer",
+    "finish",
+    "flush",
+    "mapSVM",
+    "readBuffer",
+    "referenceCount",
+    "release",
+    "retain",
+    "unsafeHandle",
+    "writeBuffer",
   ],
   "cl.Context": [
-    "alive", "createBuffer", "createCommandQueue", "createProgram", "createUserEvent", "liveObjects", "referenceCount", "release",
-    "retain", "svmAlloc", "unsafeHandle",
+    "alive",
+    "createBuffer",
+    "createCommandQueue",
+    "createProgram",
+    "createUserEvent",
+    "liveObjects",
+    "referenceCount",
+    "release",
+    "retain",
+    "svmAlloc",
+    "unsafeHandle",
   ],
   "cl.Device": ["unsafeHandle"],
   "cl.Event": ["alive", "commandType", "release", "retain", "status", "unsafeHandle", "wait"],
   "cl.Kernel": [
-    "alive", "argInfo", "compileWorkGroupSize", "localMemSize", "preferredWorkGroupSizeMultiple", "release", "retain", "setArg",
-    "setSVMPointers", "unsafeHandle", "workGroupSize",
+    "alive",
+    "argInfo",
+    "compileWorkGroupSize",
+    "localMemSize",
+    "preferredWorkGroupSizeMultiple",
+    "release",
+    "retain",
+    "setArg",
+    "setSVMPointers",
+    "unsafeHandle",
+    "workGroupSize",
   ],
   "cl.LocalMemory": [],
   "cl.Platform": ["getDevices", "unsafeHandle"],
   "cl.Program": [
-    "alive", "build", "buildLog", "buildStatus", "createKernel", "createKernels", "kernelNames", "numKernels", "release", "retain",
-    "source", "unsafeHandle",
+    "alive",
+    "build",
+    "buildLog",
+    "buildStatus",
+    "createKernel",
+    "createKernels",
+    "kernelNames",
+    "numKernels",
+    "release",
+    "retain",
+    "source",
+    "unsafeHandle",
   ],
   "cl.SVMAllocation": ["address", "alive", "arrayBuffer", "commandsInFlight", "release"],
   "cl.SVMMapping": ["arrayBuffer", "mapped", "unmap"],
   "cl.TypedValue": [],
   "cl.UserEvent": ["alive", "commandType", "release", "retain", "setStatus", "status", "unsafeHandle", "wait"],
   "rtc.Device": [
-    "alive", "getProperty", "memory", "memoryBudget", "newScene", "release", "retain", "setMemoryBudget", "setMemoryMonitorFunction",
+    "alive",
+    "getProperty",
+    "memory",
+    "memoryBudget",
+    "newScene",
+    "release",
+    "retain",
+    "setMemoryBudget",
+    "setMemoryMonitorFunction",
     "unsafeHandle",
   ],
   "rtc.Scene": ["addTriangleMesh", "alive", "commit", "committed", "intersect1", "release", "retain", "unsafeHandle"],
@@ -78,7 +171,16 @@ const instances: Record<string, readonly string[]> = {
   "cl.SVMMapping": ["allocation", "event", "offset", "size"],
   "cl.Platform": ["extensions", "name", "profile", "vendor", "version"],
   "cl.Device": [
-    "driverVersion", "globalMemSize", "maxComputeUnits", "maxMemAllocSize", "name", "platform", "svm", "type", "typeMask", "vendor",
+    "driverVersion",
+    "globalMemSize",
+    "maxComputeUnits",
+    "maxMemAllocSize",
+    "name",
+    "platform",
+    "svm",
+    "type",
+    "typeMask",
+    "vendor",
     "version",
   ],
   "cl.TypedValue": ["bytes", "type"],
@@ -88,7 +190,12 @@ const instances: Record<string, readonly string[]> = {
 };
 
 /** Symbol-keyed members allowed on a public object: disposal, and the seams of memlife's own modules. */
-const allowedSymbols = new Set<symbol>([Symbol.dispose, inRegistry, finalizerState, ...Object.values(internal) as symbol[]]);
+const allowedSymbols = new Set<symbol>([
+  Symbol.dispose,
+  inRegistry,
+  finalizerState,
+  ...Object.values(internal) as symbol[],
+]);
 
 function namespaceOf(prefix: string): Record<string, unknown> {
   return (prefix === "" ? memlife : prefix === "cl" ? cl : rtc) as unknown as Record<string, unknown>;
@@ -109,13 +216,20 @@ function classes(): [string, new (...args: never[]) => unknown][] {
 /** The prototypes a class's instances inherit from, up to the built-in ones. */
 function chain(cls: new (...args: never[]) => unknown): object[] {
   const out: object[] = [];
-  for (let p = cls.prototype as object | null; p !== null && p !== Object.prototype && p !== Error.prototype; p = Object.getPrototypeOf(p)) out.push(p);
+  for (
+    let p = cls.prototype as object | null;
+    p !== null && p !== Object.prototype && p !== Error.prototype;
+    p = Object.getPrototypeOf(p)
+  ) out.push(p);
   return out;
 }
 
 function checkSymbols(where: string, object: object): void {
   for (const symbol of Object.getOwnPropertySymbols(object)) {
-    assert.ok(allowedSymbols.has(symbol), `${where} has ${String(symbol)}, which is neither Symbol.dispose nor one of src/internal.ts`);
+    assert.ok(
+      allowedSymbols.has(symbol),
+      `${where} has ${String(symbol)}, which is neither Symbol.dispose nor one of src/internal.ts`,
+    );
   }
 }
 
@@ -129,13 +243,38 @@ describe("public surface", () => {
   test("every exported class's prototype has exactly the listed public members, and no string-named internal", () => {
     const found = classes();
     assert.deepEqual(found.map(([name]) => name).sort(), Object.keys(prototypes).sort(), "exported classes");
-    const internalNames = new Set(Object.values(internal).map((s) => (s as symbol).description!.replace(/^memlife\./, "")));
-    for (const name of ["handle", "nativeHandle", "adopt", "disown", "surrender", "completion", "state", "command", "pin", "use", "unuse", "track", "pointer"]) {
+    const internalNames = new Set(
+      Object.values(internal).map((s) => (s as symbol).description!.replace(/^memlife\./, "")),
+    );
+    for (
+      const name of [
+        "handle",
+        "nativeHandle",
+        "adopt",
+        "disown",
+        "surrender",
+        "completion",
+        "state",
+        "command",
+        "pin",
+        "use",
+        "unuse",
+        "track",
+        "pointer",
+      ]
+    ) {
       internalNames.add(name);
     }
     for (const [name, cls] of found) {
-      const members = [...new Set(chain(cls).flatMap((p) => Object.getOwnPropertyNames(p)))].filter((n) => n !== "constructor").sort();
-      for (const member of members) assert.ok(!internalNames.has(member), `${name}.prototype.${member} is internal: key it with a symbol of src/internal.ts`);
+      const members = [...new Set(chain(cls).flatMap((p) => Object.getOwnPropertyNames(p)))].filter((n) =>
+        n !== "constructor"
+      ).sort();
+      for (const member of members) {
+        assert.ok(
+          !internalNames.has(member),
+          `${name}.prototype.${member} is internal: key it with a symbol of src/internal.ts`,
+        );
+      }
       assert.deepEqual(members, prototypes[name], `public members of ${name}`);
       for (const p of chain(cls)) checkSymbols(`${name}'s prototype chain`, p);
       const statics = Object.getOwnPropertyNames(cls).filter((n) => !["length", "name", "prototype"].includes(n));
@@ -156,9 +295,19 @@ describe("public surface", () => {
     using device = rtc.newDevice();
     using scene = device.newScene();
     const objects: Record<string, object> = {
-      "cl.Context": ctx, "cl.Buffer": buf, "cl.CommandQueue": queue, "cl.Event": event, "cl.UserEvent": user, "cl.Program": program,
-      "cl.Kernel": kernel, "cl.Platform": ctx.devices[0].platform, "cl.Device": ctx.devices[0], "cl.TypedValue": cl.int(1),
-      "cl.LocalMemory": cl.local(4), "rtc.Device": device, "rtc.Scene": scene,
+      "cl.Context": ctx,
+      "cl.Buffer": buf,
+      "cl.CommandQueue": queue,
+      "cl.Event": event,
+      "cl.UserEvent": user,
+      "cl.Program": program,
+      "cl.Kernel": kernel,
+      "cl.Platform": ctx.devices[0].platform,
+      "cl.Device": ctx.devices[0],
+      "cl.TypedValue": cl.int(1),
+      "cl.LocalMemory": cl.local(4),
+      "rtc.Device": device,
+      "rtc.Scene": scene,
     };
     if (ctx.devices[0].svm.coarseGrainBuffer) {
       const svm = ctx.svmAlloc(64);

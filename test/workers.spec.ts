@@ -13,7 +13,12 @@ interface Outcome {
   main: Record<string, unknown>;
 }
 
-async function run(scenario: string, how: "wait" | "terminate", count = 1, env: Record<string, string> = {}): Promise<Outcome> {
+async function run(
+  scenario: string,
+  how: "wait" | "terminate",
+  count = 1,
+  env: Record<string, string> = {},
+): Promise<Outcome> {
   const result = await runScript(host, [scenario, how, String(count)], { timeout: 60_000, env });
   const what = `${scenario} ${how} x${count}`;
   assert.equal(result.timedOut, false, `${what}: the process hung\n${result.stderr}`);
@@ -27,7 +32,9 @@ async function run(scenario: string, how: "wait" | "terminate", count = 1, env: 
 }
 
 /** What each runtime refuses in a Worker (src/worker.ts says why). */
-const refusedEmbree = runtime === "node" ? [] : ["setMemoryMonitorFunction", "setMemoryBudget", "rtc.newDevice({ accounting: true })"];
+const refusedEmbree = runtime === "node"
+  ? []
+  : ["setMemoryMonitorFunction", "setMemoryBudget", "rtc.newDevice({ accounting: true })"];
 
 describe("memlife in a Worker", () => {
   test("normal use: what runs gives the right answers; the rest is refused with WorkerError", async () => {
@@ -37,7 +44,9 @@ describe("memlife in a Worker", () => {
     assert.equal(w.done, true, JSON.stringify(w));
     assert.deepEqual(w.refused, ["OpenCL", ...refusedEmbree]);
     assert.equal(w.hit, true, "a committed scene in the Worker traces rays");
-    if (runtime === "node") assert.deepEqual(w.monitor, { called: true, bytes: 0 }, "the monitor saw every byte come back");
+    if (runtime === "node") {
+      assert.deepEqual(w.monitor, { called: true, bytes: 0 }, "the monitor saw every byte come back");
+    }
   }, 70_000);
 
   test("MEMLIFE_ALLOW_WORKERS=1: a Worker that ends on its own gets everything, with the right answers", async () => {

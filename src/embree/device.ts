@@ -12,7 +12,9 @@ import { deviceState, liveHandle } from "../internal.ts";
 
 const deviceKeys = keys("accounting");
 
-const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) => state.release("rtcReleaseDevice", handle));
+const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) =>
+  state.release("rtcReleaseDevice", handle)
+);
 
 /** Options of `rtc.newDevice`. */
 export interface DeviceOptions {
@@ -48,10 +50,18 @@ export class Device {
 
   /** @internal use `rtc.newDevice()`. */
   constructor(config = "", options?: DeviceOptions) {
-    if (typeof config !== "string") throw new TypeError(`rtc.newDevice takes a configuration string such as "threads=4", got ${show(config)}`);
+    if (typeof config !== "string") {
+      throw new TypeError(`rtc.newDevice takes a configuration string such as "threads=4", got ${show(config)}`);
+    }
     // C would read the string only up to the NUL, silently dropping the rest of the configuration.
-    if (config.includes("\0")) throw new TypeError("rtc.newDevice's configuration string must not contain NUL characters");
-    const accounting = boolean(own(checkOptions(options, deviceKeys, "rtc.newDevice options"), "accounting"), "accounting", false);
+    if (config.includes("\0")) {
+      throw new TypeError("rtc.newDevice's configuration string must not contain NUL characters");
+    }
+    const accounting = boolean(
+      own(checkOptions(options, deviceKeys, "rtc.newDevice options"), "accounting"),
+      "accounting",
+      false,
+    );
     if (accounting) refuseInWorker("rtc.newDevice({ accounting: true })", ["bun", "deno"]);
     const lib = embree();
     const handle = lib.symbols.rtcNewDevice(config) as Pointer | null;
@@ -59,7 +69,9 @@ export class Device {
       // No device, so no error function: the code is in Embree's per-thread slot, on this thread.
       const code = lib.symbols.rtcGetDeviceError(null) as number;
       const last = lib.symbols.rtcGetDeviceLastErrorMessage?.(null) as Pointer | null | undefined;
-      const message = last ? backend.readCString(last) : `cannot create a device with the configuration ${JSON.stringify(config)}`;
+      const message = last
+        ? backend.readCString(last)
+        : `cannot create a device with the configuration ${JSON.stringify(config)}`;
       throw new EmbreeError("rtcNewDevice", code, message);
     }
     this.#handle = handle;
@@ -87,7 +99,10 @@ export class Device {
   /** A new, empty scene of this device (rtcNewScene). */
   newScene(): Scene {
     const handle = this[liveHandle]();
-    return new Scene(this, this.#state.call("rtcNewScene", () => embree().symbols.rtcNewScene(handle) as Pointer | null));
+    return new Scene(
+      this,
+      this.#state.call("rtcNewScene", () => embree().symbols.rtcNewScene(handle) as Pointer | null),
+    );
   }
 
   /**

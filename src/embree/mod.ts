@@ -13,7 +13,7 @@ import { Device, type DeviceOptions } from "./device.ts";
 import type { Version } from "./native.ts";
 
 export { Device, type DeviceOptions } from "./device.ts";
-export { Scene, type Hit, type Ray } from "./scene.ts";
+export { type Hit, type Ray, Scene } from "./scene.ts";
 export { DeviceProperty, type Version } from "./native.ts";
 export type { MemoryMonitor, MemoryStats } from "./state.ts";
 

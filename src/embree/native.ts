@@ -42,21 +42,26 @@ let major = 0;
 /** The loaded library; the first call opens it ($EMBREE_LIBRARY, then Embree 4, then Embree 3). */
 export function embree(): EmbreeLibrary {
   if (library !== undefined) return library;
-  library = openLibrary({
-    name: "Embree",
-    envVar: "EMBREE_LIBRARY",
-    candidates: {
-      linux: ["libembree4.so.4", "libembree4.so", "libembree3.so.3", "libembree3.so"],
-      darwin: ["libembree4.4.dylib", "libembree4.dylib", "libembree3.3.dylib", "libembree3.dylib"],
-      win32: ["embree4.dll", "embree3.dll"],
+  library = openLibrary(
+    {
+      name: "Embree",
+      envVar: "EMBREE_LIBRARY",
+      candidates: {
+        linux: ["libembree4.so.4", "libembree4.so", "libembree3.so.3", "libembree3.so"],
+        darwin: ["libembree4.4.dylib", "libembree4.dylib", "libembree3.3.dylib", "libembree3.dylib"],
+        win32: ["embree4.dll", "embree3.dll"],
+      },
+      hint:
+        "Install Embree: Debian 12 `apt-get install libembree3-3`, Debian 13/Ubuntu 24.04+ `apt-get install libembree4-4`, " +
+        "Fedora `dnf install embree`, macOS `brew install embree`, or Intel's release archives.",
     },
-    hint: "Install Embree: Debian 12 `apt-get install libembree3-3`, Debian 13/Ubuntu 24.04+ `apt-get install libembree4-4`, " +
-      "Fedora `dnf install embree`, macOS `brew install embree`, or Intel's release archives.",
-  }, embreeSymbols, {
-    // Embree and TBB stay mapped until the process ends: Deno and Node unload libraries at exit
-    // while TBB worker threads still run in them, and segfault.
-    keepLoaded: true,
-  });
+    embreeSymbols,
+    {
+      // Embree and TBB stay mapped until the process ends: Deno and Node unload libraries at exit
+      // while TBB worker threads still run in them, and segfault.
+      keepLoaded: true,
+    },
+  );
   // Until a device tells the exact version: Embree 4 is the one with rtcGetErrorString.
   major = library.symbols.rtcGetErrorString !== undefined ? 4 : 3;
   return library;

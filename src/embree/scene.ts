@@ -18,7 +18,9 @@ import type { DeviceState } from "./state.ts";
 import type { Device } from "./device.ts";
 import { deviceState, liveHandle } from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) => state.release("rtcReleaseScene", handle));
+const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) =>
+  state.release("rtcReleaseScene", handle)
+);
 
 const RTC_ERROR_UNKNOWN = 1;
 const RTC_ERROR_INVALID_OPERATION = 3;
@@ -74,7 +76,9 @@ function vector(value: ArrayLike<number> | undefined, what: string): ArrayLike<n
   }
   for (let i = 0; i < 3; i++) {
     if (typeof value[i] !== "number") throw new TypeError(`ray.${what}[${i}] must be a number, got ${show(value[i])}`);
-    if (!Number.isFinite(value[i])) throw new RangeError(`ray.${what}[${i}] must be a finite number, got ${show(value[i])}`);
+    if (!Number.isFinite(value[i])) {
+      throw new RangeError(`ray.${what}[${i}] must be a finite number, got ${show(value[i])}`);
+    }
   }
   return value;
 }
@@ -139,7 +143,9 @@ export class Scene {
 
   #idle(fn: string): Pointer {
     const handle = this[liveHandle]();
-    if (this.#pending > 0) throw new EmbreeError(fn, RTC_ERROR_INVALID_OPERATION, "the scene is being committed: await commit() first");
+    if (this.#pending > 0) {
+      throw new EmbreeError(fn, RTC_ERROR_INVALID_OPERATION, "the scene is being committed: await commit() first");
+    }
     return handle;
   }
 
@@ -150,32 +156,53 @@ export class Scene {
    */
   addTriangleMesh(vertices: Float32Array, indices: Uint32Array): number {
     const scene = this.#idle("rtcAttachGeometry");
-    if (!(vertices instanceof Float32Array)) throw new TypeError(`vertices must be a Float32Array of x, y, z per vertex, got ${show(vertices)}`);
-    if (!(indices instanceof Uint32Array)) throw new TypeError(`indices must be a Uint32Array of 3 vertex indices per triangle, got ${show(indices)}`);
+    if (!(vertices instanceof Float32Array)) {
+      throw new TypeError(`vertices must be a Float32Array of x, y, z per vertex, got ${show(vertices)}`);
+    }
+    if (!(indices instanceof Uint32Array)) {
+      throw new TypeError(`indices must be a Uint32Array of 3 vertex indices per triangle, got ${show(indices)}`);
+    }
     memory(vertices, "vertices", false);
     memory(indices, "indices", false);
     if (vertices.length === 0 || vertices.length % 3 !== 0) {
-      throw new RangeError(`vertices must hold 3 numbers per vertex and at least one vertex, got ${vertices.length} numbers`);
+      throw new RangeError(
+        `vertices must hold 3 numbers per vertex and at least one vertex, got ${vertices.length} numbers`,
+      );
     }
     if (indices.length === 0 || indices.length % 3 !== 0) {
-      throw new RangeError(`indices must hold 3 indices per triangle and at least one triangle, got ${indices.length} indices`);
+      throw new RangeError(
+        `indices must hold 3 indices per triangle and at least one triangle, got ${indices.length} indices`,
+      );
     }
     const vertexCount = vertices.length / 3;
     for (let i = 0; i < indices.length; i++) {
-      if (indices[i] >= vertexCount) throw new RangeError(`indices[${i}] is ${indices[i]}, but there are only ${vertexCount} vertices`);
+      if (indices[i] >= vertexCount) {
+        throw new RangeError(`indices[${i}] is ${indices[i]}, but there are only ${vertexCount} vertices`);
+      }
     }
     const s = embree().symbols;
     const state = this.#state;
     const device = this.#deviceHandle;
-    const geometry = state.call("rtcNewGeometry", () => s.rtcNewGeometry(device, GEOMETRY_TYPE_TRIANGLE) as Pointer | null);
+    const geometry = state.call(
+      "rtcNewGeometry",
+      () => s.rtcNewGeometry(device, GEOMETRY_TYPE_TRIANGLE) as Pointer | null,
+    );
     if (geometry === null) throw new EmbreeError("rtcNewGeometry", RTC_ERROR_UNKNOWN, "returned NULL");
     try {
-      const vertexBuffer = state.call("rtcSetNewGeometryBuffer", () =>
-        s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_VERTEX, 0, FORMAT_FLOAT3, 12, vertexCount) as Pointer | null);
+      const vertexBuffer = state.call(
+        "rtcSetNewGeometryBuffer",
+        () =>
+          s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_VERTEX, 0, FORMAT_FLOAT3, 12, vertexCount) as Pointer | null,
+      );
       if (vertexBuffer === null) throw new EmbreeError("rtcSetNewGeometryBuffer", RTC_ERROR_UNKNOWN, "returned NULL");
       new Float32Array(backend.arrayBuffer(vertexBuffer, vertices.byteLength)).set(vertices);
-      const indexBuffer = state.call("rtcSetNewGeometryBuffer", () =>
-        s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_INDEX, 0, FORMAT_UINT3, 12, indices.length / 3) as Pointer | null);
+      const indexBuffer = state.call(
+        "rtcSetNewGeometryBuffer",
+        () =>
+          s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_INDEX, 0, FORMAT_UINT3, 12, indices.length / 3) as
+            | Pointer
+            | null,
+      );
       if (indexBuffer === null) throw new EmbreeError("rtcSetNewGeometryBuffer", RTC_ERROR_UNKNOWN, "returned NULL");
       new Uint32Array(backend.arrayBuffer(indexBuffer, indices.byteLength)).set(indices);
       state.call("rtcCommitGeometry", () => s.rtcCommitGeometry(geometry));
@@ -220,7 +247,9 @@ export class Scene {
    */
   intersect1(ray: Ray): Hit | null {
     const scene = this.#idle("rtcIntersect1");
-    if (ray === null || typeof ray !== "object") throw new TypeError("intersect1 takes a ray { origin, direction, tnear?, tfar? }");
+    if (ray === null || typeof ray !== "object") {
+      throw new TypeError("intersect1 takes a ray { origin, direction, tnear?, tfar? }");
+    }
     const origin = vector(ray.origin, "origin");
     const direction = vector(ray.direction, "direction");
     const tnear = optionalNumber(ray.tnear, 0, "tnear");
@@ -228,7 +257,9 @@ export class Scene {
     const time = optionalNumber(ray.time, 0, "time");
     // An unsigned int in C: -1 or 2 ** 32 must not wrap into some other mask.
     const mask = ray.mask === undefined ? 0xffffffff : integer(ray.mask, "unsigned", "ray.mask");
-    if (!this.#committed) throw new EmbreeError("rtcIntersect1", RTC_ERROR_INVALID_OPERATION, "scene not committed: await commit() first");
+    if (!this.#committed) {
+      throw new EmbreeError("rtcIntersect1", RTC_ERROR_INVALID_OPERATION, "scene not committed: await commit() first");
+    }
     const { rayhit, rayhitView, context } = scratch();
     const f = (at: number, value: number) => rayhit.setFloat32(at, value, true);
     f(0, origin[0]), f(4, origin[1]), f(8, origin[2]), f(12, tnear);

@@ -63,7 +63,14 @@ interface Operation {
 }
 
 function operation(fn: string): Operation {
-  return { fn, code: EmbreeErrorCode.RTC_ERROR_NONE as number, message: "", cause: undefined, hasCause: false, thrown: null };
+  return {
+    fn,
+    code: EmbreeErrorCode.RTC_ERROR_NONE as number,
+    message: "",
+    cause: undefined,
+    hasCause: false,
+    thrown: null,
+  };
 }
 
 /**
@@ -87,7 +94,6 @@ function settle(op: Operation): EmbreeError | null {
 }
 
 const states = new IdTable<DeviceState>();
-
 
 /** The device accounts: native on Bun, in JS on Deno and Node (the backend's choice). */
 const accounts = trampolines.embreeMonitor((id, bytes, post) => {
@@ -232,7 +238,9 @@ export class DeviceState {
     if (f.budgetDenied === this.#budgetDeniedSeen) return undefined;
     this.#budgetDeniedSeen = f.budgetDenied;
     return new RangeError(
-      `memory budget exceeded: ${f.lastRefused} more bytes would make ${f.lastRefusedLive + f.lastRefused}, over the budget of ${this.#budget}`,
+      `memory budget exceeded: ${f.lastRefused} more bytes would make ${
+        f.lastRefusedLive + f.lastRefused
+      }, over the budget of ${this.#budget}`,
     );
   }
 

@@ -2,7 +2,17 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { trampolines } from "../trampolines.ts";
 import { backend } from "../backend.ts";
-import { defer, finalizerState, IdTable, inRegistry, owe, paid, reportCallbackError, returnedPromise, SafetyNet } from "../callbacks.ts";
+import {
+  defer,
+  finalizerState,
+  IdTable,
+  inRegistry,
+  owe,
+  paid,
+  reportCallbackError,
+  returnedPromise,
+  SafetyNet,
+} from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { integer, isDetached, keys, member, memory, names, options as checkOptions, own, show } from "../check.ts";
 import { MemFlags, MemInfo } from "./constants.ts";
@@ -147,7 +157,9 @@ export function bufferArguments(
     size = data.byteLength;
     if (size === 0) throw new RangeError("buffer data must not be empty");
   } else {
-    throw new TypeError(`createBuffer takes a size in bytes or an ArrayBufferView (e.g. a Float32Array), got ${show(sizeOrData)}`);
+    throw new TypeError(
+      `createBuffer takes a size in bytes or an ArrayBufferView (e.g. a Float32Array), got ${show(sizeOrData)}`,
+    );
   }
   if (bag !== undefined) {
     flags = member(accessFlags, own(bag, "access"), "access", flags);
@@ -227,7 +239,9 @@ export class Buffer {
     const handle = this[liveHandle]();
     const host = this.#destructor?.hostMemory;
     if (host !== undefined && isDetached(host)) {
-      throw new TypeError("this hostPtr \"use\" buffer's host memory was transferred away (its ArrayBuffer is detached): no command may use the buffer any more; release it");
+      throw new TypeError(
+        'this hostPtr "use" buffer\'s host memory was transferred away (its ArrayBuffer is detached): no command may use the buffer any more; release it',
+      );
     }
     return handle;
   }
@@ -284,7 +298,9 @@ export class Buffer {
     let entry = this.#destructor;
     if (entry === undefined) {
       if (this.#handle === null) {
-        return Promise.reject(new ReleasedError("Buffer (read `destroyed` or set a destructor callback before the last release())"));
+        return Promise.reject(
+          new ReleasedError("Buffer (read `destroyed` or set a destructor callback before the last release())"),
+        );
       }
       entry = this.#watch();
     }
@@ -293,12 +309,20 @@ export class Buffer {
 
   /** CL_MEM_REFERENCE_COUNT (OpenCL says: stale at once, for debugging). */
   get referenceCount(): number {
-    return infoU64("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this[liveHandle](), MemInfo.REFERENCE_COUNT, 4);
+    return infoU64(
+      "clGetMemObjectInfo",
+      opencl().symbols.clGetMemObjectInfo,
+      this[liveHandle](),
+      MemInfo.REFERENCE_COUNT,
+      4,
+    );
   }
 
   /** CL_MEM_HOST_PTR as an address (0n unless created with hostPtr "use"). */
   get hostPointer(): bigint {
-    return backend.address(infoPointer("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this[liveHandle](), MemInfo.HOST_PTR));
+    return backend.address(
+      infoPointer("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this[liveHandle](), MemInfo.HOST_PTR),
+    );
   }
 
   /** Adds a reference (clRetainMemObject); each `retain()` needs its own `release()`. */

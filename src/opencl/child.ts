@@ -22,7 +22,9 @@ export interface ChildKind {
 }
 
 /** A kind of child, with the safety net that releases the ones the program forgot. */
-export function childKind(kind: ChildKind): ChildKind & { readonly net: SafetyNet<{ handle: Pointer; context: Context }> } {
+export function childKind(
+  kind: ChildKind,
+): ChildKind & { readonly net: SafetyNet<{ handle: Pointer; context: Context }> } {
   const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
     kind.release(handle);
     context[disownChild]();

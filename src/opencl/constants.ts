@@ -49,7 +49,13 @@ export const ExecutionStatus = {
   QUEUED: 3,
 } as const;
 
-export const PlatformInfo = { PROFILE: 0x0900, VERSION: 0x0901, NAME: 0x0902, VENDOR: 0x0903, EXTENSIONS: 0x0904 } as const;
+export const PlatformInfo = {
+  PROFILE: 0x0900,
+  VERSION: 0x0901,
+  NAME: 0x0902,
+  VENDOR: 0x0903,
+  EXTENSIONS: 0x0904,
+} as const;
 
 export const DeviceInfo = {
   TYPE: 0x1000,
@@ -64,17 +70,48 @@ export const DeviceInfo = {
   SVM_CAPABILITIES: 0x1053,
 } as const;
 
-export const SVMCapability = { COARSE_GRAIN_BUFFER: 1, FINE_GRAIN_BUFFER: 2, FINE_GRAIN_SYSTEM: 4, ATOMICS: 8 } as const;
+export const SVMCapability = {
+  COARSE_GRAIN_BUFFER: 1,
+  FINE_GRAIN_BUFFER: 2,
+  FINE_GRAIN_SYSTEM: 4,
+  ATOMICS: 8,
+} as const;
 
-export const MemInfo = { TYPE: 0x1100, FLAGS: 0x1101, SIZE: 0x1102, HOST_PTR: 0x1103, MAP_COUNT: 0x1104, REFERENCE_COUNT: 0x1105, CONTEXT: 0x1106 } as const;
+export const MemInfo = {
+  TYPE: 0x1100,
+  FLAGS: 0x1101,
+  SIZE: 0x1102,
+  HOST_PTR: 0x1103,
+  MAP_COUNT: 0x1104,
+  REFERENCE_COUNT: 0x1105,
+  CONTEXT: 0x1106,
+} as const;
 export const ContextInfo = { REFERENCE_COUNT: 0x1080, DEVICES: 0x1081, NUM_DEVICES: 0x1083 } as const;
 export const QueueInfo = { CONTEXT: 0x1090, DEVICE: 0x1091, REFERENCE_COUNT: 0x1092 } as const;
-export const EventInfo = { COMMAND_QUEUE: 0x11d0, COMMAND_TYPE: 0x11d1, REFERENCE_COUNT: 0x11d2, COMMAND_EXECUTION_STATUS: 0x11d3, CONTEXT: 0x11d4 } as const;
+export const EventInfo = {
+  COMMAND_QUEUE: 0x11d0,
+  COMMAND_TYPE: 0x11d1,
+  REFERENCE_COUNT: 0x11d2,
+  COMMAND_EXECUTION_STATUS: 0x11d3,
+  CONTEXT: 0x11d4,
+} as const;
 
-export const ProgramInfo = { NUM_DEVICES: 0x1162, DEVICES: 0x1163, SOURCE: 0x1164, NUM_KERNELS: 0x1167, KERNEL_NAMES: 0x1168 } as const;
+export const ProgramInfo = {
+  NUM_DEVICES: 0x1162,
+  DEVICES: 0x1163,
+  SOURCE: 0x1164,
+  NUM_KERNELS: 0x1167,
+  KERNEL_NAMES: 0x1168,
+} as const;
 export const ProgramBuildInfo = { STATUS: 0x1181, OPTIONS: 0x1182, LOG: 0x1183 } as const;
 export const KernelInfo = { FUNCTION_NAME: 0x1190, NUM_ARGS: 0x1191, ATTRIBUTES: 0x1195 } as const;
-export const KernelArgInfo = { ADDRESS_QUALIFIER: 0x1196, ACCESS_QUALIFIER: 0x1197, TYPE_NAME: 0x1198, TYPE_QUALIFIER: 0x1199, NAME: 0x119a } as const;
+export const KernelArgInfo = {
+  ADDRESS_QUALIFIER: 0x1196,
+  ACCESS_QUALIFIER: 0x1197,
+  TYPE_NAME: 0x1198,
+  TYPE_QUALIFIER: 0x1199,
+  NAME: 0x119a,
+} as const;
 export const KernelArgAddress = { GLOBAL: 0x119b, LOCAL: 0x119c, CONSTANT: 0x119d, PRIVATE: 0x119e } as const;
 export const KernelWorkGroupInfo = {
   WORK_GROUP_SIZE: 0x11b0,

@@ -30,10 +30,16 @@ export function releaseContext(handle: Pointer | null): void {
 }
 
 function pick<T extends { name: string }>(items: T[], selector: string, what: string): T {
-  const index = /^\d+$/.test(selector) ? Number(selector) : items.findIndex((i) => i.name.toLowerCase().includes(selector.toLowerCase()));
+  const index = /^\d+$/.test(selector)
+    ? Number(selector)
+    : items.findIndex((i) => i.name.toLowerCase().includes(selector.toLowerCase()));
   const found = items[index];
   if (found === undefined) {
-    throw new RangeError(`no OpenCL ${what} matches "${selector}"; there are: ${items.map((i, n) => `${n}: ${i.name}`).join(", ") || "none"}`);
+    throw new RangeError(
+      `no OpenCL ${what} matches "${selector}"; there are: ${
+        items.map((i, n) => `${n}: ${i.name}`).join(", ") || "none"
+      }`,
+    );
   }
   return found;
 }
@@ -64,7 +70,11 @@ export function defaultDevice(): Device {
   const candidates = platformSelector !== undefined ? [pick(platforms, platformSelector, "platform")] : platforms;
   const devices = candidates.flatMap((p) => p.getDevices());
   if (devices.length === 0) {
-    throw new OpenCLError("clGetDeviceIDs", OpenCLStatus.CL_DEVICE_NOT_FOUND, `no OpenCL device found on ${platforms.length} platform(s); install a driver such as pocl-opencl-icd`);
+    throw new OpenCLError(
+      "clGetDeviceIDs",
+      OpenCLStatus.CL_DEVICE_NOT_FOUND,
+      `no OpenCL device found on ${platforms.length} platform(s); install a driver such as pocl-opencl-icd`,
+    );
   }
   return deviceSelector !== undefined ? pick(devices, deviceSelector, "device") : devices[0];
 }
@@ -92,12 +102,16 @@ export class Context {
   /** @internal use `cl.createContext()`. */
   constructor(devices?: readonly Device[]) {
     const list = devices ?? [defaultDevice()];
-    if (!Array.isArray(list) || list.length === 0) throw new TypeError(`createContext takes a non-empty array of cl.Device, got ${show(list)}`);
+    if (!Array.isArray(list) || list.length === 0) {
+      throw new TypeError(`createContext takes a non-empty array of cl.Device, got ${show(list)}`);
+    }
     list.forEach((d, i) => {
       if (!(d instanceof Device)) throw new TypeError(`devices[${i}] is not a cl.Device, got ${show(d)}`);
     });
     const platform = list[0].platform;
-    if (list.some((d) => d.platform !== platform)) throw new TypeError("all devices of a context must come from one platform");
+    if (list.some((d) => d.platform !== platform)) {
+      throw new TypeError("all devices of a context must come from one platform");
+    }
     const ids = pointerArray(list.map((d) => d.unsafeHandle));
     const handle = opencl().symbols.clCreateContext(null, list.length, ids, null, 0, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateContext", errcode[0]);
@@ -133,7 +147,10 @@ export class Context {
     const context = this[liveHandle]();
     // The usual call, a size alone, checked in place: bufferArguments costs 4–15 ns per buffer on
     // Deno and 10–20 on Node (bench/parts.ts), up to a tenth of the native create + release.
-    if (options === undefined && typeof sizeOrData === "number" && Number.isInteger(sizeOrData) && sizeOrData >= 1 && sizeOrData <= Number.MAX_SAFE_INTEGER) {
+    if (
+      options === undefined && typeof sizeOrData === "number" && Number.isInteger(sizeOrData) && sizeOrData >= 1 &&
+      sizeOrData <= Number.MAX_SAFE_INTEGER
+    ) {
       const handle = symbols.clCreateBuffer(context, MemFlags.READ_WRITE, sizeOrData, null, errcode) as Pointer | null;
       if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
       return new Buffer(this, handle, sizeOrData, MemFlags.READ_WRITE, null);
@@ -148,7 +165,9 @@ export class Context {
   /** A command queue on `device` (default: the context's first device). */
   createCommandQueue(device: Device = this.devices[0]): CommandQueue {
     this[liveHandle]();
-    if (!this.devices.includes(device)) throw new TypeError(`the device is not one of this context's devices, got ${show(device)}`);
+    if (!this.devices.includes(device)) {
+      throw new TypeError(`the device is not one of this context's devices, got ${show(device)}`);
+    }
     return new CommandQueue(this, device);
   }
 
@@ -215,7 +234,13 @@ export class Context {
 
   /** CL_CONTEXT_REFERENCE_COUNT (stale at once: for debugging). */
   get referenceCount(): number {
-    return infoU64("clGetContextInfo", opencl().symbols.clGetContextInfo, this[liveHandle](), ContextInfo.REFERENCE_COUNT, 4);
+    return infoU64(
+      "clGetContextInfo",
+      opencl().symbols.clGetContextInfo,
+      this[liveHandle](),
+      ContextInfo.REFERENCE_COUNT,
+      4,
+    );
   }
 
   retain(): this {

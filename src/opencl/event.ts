@@ -9,7 +9,15 @@ import { check, errcode, infoU32, opencl, pointerArray, symbols, unguarded } fro
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind, ContextChild } from "./child.ts";
-import { adoptChild, disownChild, lastRelease, liveHandle, quietRelease, releaseHandle, trackCommand } from "../internal.ts";
+import {
+  adoptChild,
+  disownChild,
+  lastRelease,
+  liveHandle,
+  quietRelease,
+  releaseHandle,
+  trackCommand,
+} from "../internal.ts";
 
 const kind = childKind({
   name: "Event",
@@ -18,7 +26,6 @@ const kind = childKind({
   retain: (handle) => symbols.clRetainEvent(handle),
   release: (handle) => symbols.clReleaseEvent(handle),
 });
-
 
 /** A user event's safety net fails it first when it has no status (see `abandon`). */
 const userKind = childKind({
@@ -90,7 +97,12 @@ export class Event extends ContextChild {
 
   /** CL_EVENT_COMMAND_EXECUTION_STATUS: `cl.ExecutionStatus` or a negative error code. */
   get status(): number {
-    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this[liveHandle](), EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+    return infoU32(
+      "clGetEventInfo",
+      opencl().symbols.clGetEventInfo,
+      this[liveHandle](),
+      EventInfo.COMMAND_EXECUTION_STATUS,
+    ) | 0;
   }
 
   /**
@@ -139,7 +151,9 @@ export class Event extends ContextChild {
 
   override [releaseHandle](handle: Pointer): number {
     const tracker = this.#tracker;
-    return this.#quiet && tracker !== undefined && tracker.open() ? unguarded.clReleaseEvent(handle) : symbols.clReleaseEvent(handle);
+    return this.#quiet && tracker !== undefined && tracker.open()
+      ? unguarded.clReleaseEvent(handle)
+      : symbols.clReleaseEvent(handle);
   }
 
   /** @internal The event of command number `seq` of an in-order queue. */
@@ -179,7 +193,13 @@ export class UserEvent extends Event {
    */
   setStatus(status: number = ExecutionStatus.COMPLETE): void {
     // A cl_int: Bun and koffi would wrap -(2 ** 32) to 0, CL_COMPLETE.
-    const value = integer(status, "cl_int", "a user event's status (CL_COMPLETE, 0, or a negative error code)", undefined, 0);
+    const value = integer(
+      status,
+      "cl_int",
+      "a user event's status (CL_COMPLETE, 0, or a negative error code)",
+      undefined,
+      0,
+    );
     check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(this[liveHandle](), value));
   }
 }

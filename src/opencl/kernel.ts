@@ -72,7 +72,9 @@ export function local(bytes: number): LocalMemory {
 
 function makeValue(scalar: ScalarType, width: number, values: unknown[]): TypedValue {
   const name = width === 1 ? scalar : `${scalar}${width}`;
-  if (values.length !== width) throw new TypeError(`cl.${name} takes ${width} value${width === 1 ? "" : "s"}, got ${values.length}`);
+  if (values.length !== width) {
+    throw new TypeError(`cl.${name} takes ${width} value${width === 1 ? "" : "s"}, got ${values.length}`);
+  }
   const info = scalars[scalar];
   const slots = width === 3 ? 4 : width;
   const bytes = new Uint8Array(new ArrayBuffer(info.size * slots));
@@ -83,10 +85,14 @@ function makeValue(scalar: ScalarType, width: number, values: unknown[]): TypedV
     const v = values[i];
     if (wide) {
       if (typeof v !== "bigint" && !(typeof v === "number" && Number.isSafeInteger(v))) {
-        throw new TypeError(`cl.${name}: value ${i} must be a bigint or a safe integer, got ${typeof v === "number" ? v : typeof v}`);
+        throw new TypeError(
+          `cl.${name}: value ${i} must be a bigint or a safe integer, got ${typeof v === "number" ? v : typeof v}`,
+        );
       }
       const big = BigInt(v);
-      if (big < (info.min as bigint) || big > (info.max as bigint)) throw new RangeError(`cl.${name}: value ${i} (${big}) is out of range for ${scalar}`);
+      if (big < (info.min as bigint) || big > (info.max as bigint)) {
+        throw new RangeError(`cl.${name}: value ${i} (${big}) is out of range for ${scalar}`);
+      }
       view[i] = big;
     } else {
       if (typeof v !== "number") throw new TypeError(`cl.${name}: value ${i} must be a number, got ${typeof v}`);
@@ -117,16 +123,66 @@ function factories() {
 }
 const f = factories();
 type F<T> = (...values: T[]) => TypedValue;
-export const char = f.char as F<Num>, char2 = f.char2 as F<Num>, char3 = f.char3 as F<Num>, char4 = f.char4 as F<Num>, char8 = f.char8 as F<Num>, char16 = f.char16 as F<Num>;
-export const uchar = f.uchar as F<Num>, uchar2 = f.uchar2 as F<Num>, uchar3 = f.uchar3 as F<Num>, uchar4 = f.uchar4 as F<Num>, uchar8 = f.uchar8 as F<Num>, uchar16 = f.uchar16 as F<Num>;
-export const short = f.short as F<Num>, short2 = f.short2 as F<Num>, short3 = f.short3 as F<Num>, short4 = f.short4 as F<Num>, short8 = f.short8 as F<Num>, short16 = f.short16 as F<Num>;
-export const ushort = f.ushort as F<Num>, ushort2 = f.ushort2 as F<Num>, ushort3 = f.ushort3 as F<Num>, ushort4 = f.ushort4 as F<Num>, ushort8 = f.ushort8 as F<Num>, ushort16 = f.ushort16 as F<Num>;
-export const int = f.int as F<Num>, int2 = f.int2 as F<Num>, int3 = f.int3 as F<Num>, int4 = f.int4 as F<Num>, int8 = f.int8 as F<Num>, int16 = f.int16 as F<Num>;
-export const uint = f.uint as F<Num>, uint2 = f.uint2 as F<Num>, uint3 = f.uint3 as F<Num>, uint4 = f.uint4 as F<Num>, uint8 = f.uint8 as F<Num>, uint16 = f.uint16 as F<Num>;
-export const long = f.long as F<Int64>, long2 = f.long2 as F<Int64>, long3 = f.long3 as F<Int64>, long4 = f.long4 as F<Int64>, long8 = f.long8 as F<Int64>, long16 = f.long16 as F<Int64>;
-export const ulong = f.ulong as F<Int64>, ulong2 = f.ulong2 as F<Int64>, ulong3 = f.ulong3 as F<Int64>, ulong4 = f.ulong4 as F<Int64>, ulong8 = f.ulong8 as F<Int64>, ulong16 = f.ulong16 as F<Int64>;
-export const float = f.float as F<Num>, float2 = f.float2 as F<Num>, float3 = f.float3 as F<Num>, float4 = f.float4 as F<Num>, float8 = f.float8 as F<Num>, float16 = f.float16 as F<Num>;
-export const double = f.double as F<Num>, double2 = f.double2 as F<Num>, double3 = f.double3 as F<Num>, double4 = f.double4 as F<Num>, double8 = f.double8 as F<Num>, double16 = f.double16 as F<Num>;
+export const char = f.char as F<Num>,
+  char2 = f.char2 as F<Num>,
+  char3 = f.char3 as F<Num>,
+  char4 = f.char4 as F<Num>,
+  char8 = f.char8 as F<Num>,
+  char16 = f.char16 as F<Num>;
+export const uchar = f.uchar as F<Num>,
+  uchar2 = f.uchar2 as F<Num>,
+  uchar3 = f.uchar3 as F<Num>,
+  uchar4 = f.uchar4 as F<Num>,
+  uchar8 = f.uchar8 as F<Num>,
+  uchar16 = f.uchar16 as F<Num>;
+export const short = f.short as F<Num>,
+  short2 = f.short2 as F<Num>,
+  short3 = f.short3 as F<Num>,
+  short4 = f.short4 as F<Num>,
+  short8 = f.short8 as F<Num>,
+  short16 = f.short16 as F<Num>;
+export const ushort = f.ushort as F<Num>,
+  ushort2 = f.ushort2 as F<Num>,
+  ushort3 = f.ushort3 as F<Num>,
+  ushort4 = f.ushort4 as F<Num>,
+  ushort8 = f.ushort8 as F<Num>,
+  ushort16 = f.ushort16 as F<Num>;
+export const int = f.int as F<Num>,
+  int2 = f.int2 as F<Num>,
+  int3 = f.int3 as F<Num>,
+  int4 = f.int4 as F<Num>,
+  int8 = f.int8 as F<Num>,
+  int16 = f.int16 as F<Num>;
+export const uint = f.uint as F<Num>,
+  uint2 = f.uint2 as F<Num>,
+  uint3 = f.uint3 as F<Num>,
+  uint4 = f.uint4 as F<Num>,
+  uint8 = f.uint8 as F<Num>,
+  uint16 = f.uint16 as F<Num>;
+export const long = f.long as F<Int64>,
+  long2 = f.long2 as F<Int64>,
+  long3 = f.long3 as F<Int64>,
+  long4 = f.long4 as F<Int64>,
+  long8 = f.long8 as F<Int64>,
+  long16 = f.long16 as F<Int64>;
+export const ulong = f.ulong as F<Int64>,
+  ulong2 = f.ulong2 as F<Int64>,
+  ulong3 = f.ulong3 as F<Int64>,
+  ulong4 = f.ulong4 as F<Int64>,
+  ulong8 = f.ulong8 as F<Int64>,
+  ulong16 = f.ulong16 as F<Int64>;
+export const float = f.float as F<Num>,
+  float2 = f.float2 as F<Num>,
+  float3 = f.float3 as F<Num>,
+  float4 = f.float4 as F<Num>,
+  float8 = f.float8 as F<Num>,
+  float16 = f.float16 as F<Num>;
+export const double = f.double as F<Num>,
+  double2 = f.double2 as F<Num>,
+  double3 = f.double3 as F<Num>,
+  double4 = f.double4 as F<Num>,
+  double8 = f.double8 as F<Num>,
+  double16 = f.double16 as F<Num>;
 
 /** The byte size of an OpenCL C by-value type name ("float4", "uint"), or undefined for others (structs, typedefs). */
 function typeSize(name: string): number | undefined {
@@ -206,7 +262,8 @@ export class Kernel extends ContextChild {
           this.#argInfo.push(null);
           continue;
         }
-        const at = (h: Pointer, p: number, s: number, v: ArrayBufferView | null, r: ArrayBufferView | null) => fn(h, i, p, s, v, r) as number;
+        const at = (h: Pointer, p: number, s: number, v: ArrayBufferView | null, r: ArrayBufferView | null) =>
+          fn(h, i, p, s, v, r) as number;
         try {
           this.#argInfo.push({
             address: infoU32("clGetKernelArgInfo", at, handle, KernelArgInfo.ADDRESS_QUALIFIER),
@@ -226,12 +283,19 @@ export class Kernel extends ContextChild {
    * The argument's name and OpenCL C type as the driver reports them ("float*", "uint4"), and its
    * address space; undefined where the driver keeps them (some need `-cl-kernel-arg-info`).
    */
-  argInfo(index: number): { name: string; typeName: string; addressSpace: "global" | "local" | "constant" | "private" } | undefined {
+  argInfo(
+    index: number,
+  ): { name: string; typeName: string; addressSpace: "global" | "local" | "constant" | "private" } | undefined {
     this.#checkIndex(index);
     const info = this.#info(index);
     if (info === null) return undefined;
-    const addressSpace = info.address === KernelArgAddress.GLOBAL ? "global" : info.address === KernelArgAddress.LOCAL ? "local"
-      : info.address === KernelArgAddress.CONSTANT ? "constant" : "private";
+    const addressSpace = info.address === KernelArgAddress.GLOBAL
+      ? "global"
+      : info.address === KernelArgAddress.LOCAL
+      ? "local"
+      : info.address === KernelArgAddress.CONSTANT
+      ? "constant"
+      : "private";
     return { name: info.name, typeName: info.typeName, addressSpace };
   }
 
@@ -252,14 +316,27 @@ export class Kernel extends ContextChild {
     this.#checkIndex(index);
     const handle = this[liveHandle]();
     const info = this.#info(index);
-    const where = () => `kernel "${this.name}" argument ${index}${info !== null ? ` (${info.typeName} ${info.name})` : ""}`;
+    const where = () =>
+      `kernel "${this.name}" argument ${index}${info !== null ? ` (${info.typeName} ${info.name})` : ""}`;
     const s = opencl().symbols;
-    const isPointer = info === null || info.address === KernelArgAddress.GLOBAL || info.address === KernelArgAddress.CONSTANT;
+    const isPointer = info === null || info.address === KernelArgAddress.GLOBAL ||
+      info.address === KernelArgAddress.CONSTANT;
     if (value instanceof Buffer || value instanceof SVMAllocation || value === null) {
-      if (!isPointer) throw new TypeError(`${where()} is not a __global or __constant pointer: it cannot take a ${value === null ? "null buffer" : value.constructor.name}`);
-      if (value !== null && value.context !== this.context) throw new TypeError(`${where()}: the memory belongs to another context than the kernel`);
+      if (!isPointer) {
+        throw new TypeError(
+          `${where()} is not a __global or __constant pointer: it cannot take a ${
+            value === null ? "null buffer" : value.constructor.name
+          }`,
+        );
+      }
+      if (value !== null && value.context !== this.context) {
+        throw new TypeError(`${where()}: the memory belongs to another context than the kernel`);
+      }
       if (value instanceof SVMAllocation) {
-        const setSVM = clSetKernelArgSVMPointer ??= optionalSymbol("clSetKernelArgSVMPointer", "an OpenCL 2.0 platform");
+        const setSVM = clSetKernelArgSVMPointer ??= optionalSymbol(
+          "clSetKernelArgSVMPointer",
+          "an OpenCL 2.0 platform",
+        );
         const status = setSVM(handle, index, value[svmPointer]()) as number;
         check("clSetKernelArgSVMPointer", status, where);
       } else {
@@ -271,7 +348,9 @@ export class Kernel extends ContextChild {
       return this;
     }
     if (value instanceof LocalMemory) {
-      if (info !== null && info.address !== KernelArgAddress.LOCAL) throw new TypeError(`${where()} is not a __local pointer: cl.local() does not fit it`);
+      if (info !== null && info.address !== KernelArgAddress.LOCAL) {
+        throw new TypeError(`${where()} is not a __local pointer: cl.local() does not fit it`);
+      }
       const status = s.clSetKernelArg(handle, index, value.size, null);
       check("clSetKernelArg", status, where);
       this.#args[index] = undefined;
@@ -279,7 +358,10 @@ export class Kernel extends ContextChild {
     }
     let bytes: ArrayBufferView;
     if (value instanceof TypedValue) {
-      if (info !== null && info.address === KernelArgAddress.PRIVATE && typeSize(info.typeName) !== undefined && canonicalType(info.typeName) !== value.type) {
+      if (
+        info !== null && info.address === KernelArgAddress.PRIVATE && typeSize(info.typeName) !== undefined &&
+        canonicalType(info.typeName) !== value.type
+      ) {
         throw new TypeError(`${where()} takes a ${canonicalType(info.typeName)}, got a cl.${value.type}`);
       }
       bytes = value.bytes;
@@ -292,10 +374,14 @@ export class Kernel extends ContextChild {
       }
       bytes = value;
     } else {
-      throw new TypeError(`${where()}: expected a cl.Buffer, cl.SVMAllocation, null, cl.local(bytes), a typed value such as cl.int(5), or an ArrayBufferView, got ${typeof value}`);
+      throw new TypeError(
+        `${where()}: expected a cl.Buffer, cl.SVMAllocation, null, cl.local(bytes), a typed value such as cl.int(5), or an ArrayBufferView, got ${typeof value}`,
+      );
     }
     if (info !== null && info.address !== KernelArgAddress.PRIVATE) {
-      throw new TypeError(`${where()} is a pointer: it takes a cl.Buffer, a cl.SVMAllocation, null or cl.local(), not a value`);
+      throw new TypeError(
+        `${where()} is a pointer: it takes a cl.Buffer, a cl.SVMAllocation, null or cl.local(), not a value`,
+      );
     }
     const status = s.clSetKernelArg(handle, index, bytes.byteLength, bytes);
     check("clSetKernelArg", status, where);
@@ -312,12 +398,17 @@ export class Kernel extends ContextChild {
     if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
     const pointers = allocations.map((a, i) => {
       if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation`);
-      if (a.context !== this.context) throw new TypeError(`allocations[${i}] belongs to another context than the kernel`);
+      if (a.context !== this.context) {
+        throw new TypeError(`allocations[${i}] belongs to another context than the kernel`);
+      }
       return a[svmPointer]();
     });
     const fn = optionalSymbol("clSetKernelExecInfo", "an OpenCL 2.0 platform");
     const list = pointerArray(pointers);
-    check("clSetKernelExecInfo", fn(handle, KernelExecInfo.SVM_PTRS, 8 * pointers.length, pointers.length === 0 ? null : list) as number);
+    check(
+      "clSetKernelExecInfo",
+      fn(handle, KernelExecInfo.SVM_PTRS, 8 * pointers.length, pointers.length === 0 ? null : list) as number,
+    );
     this.#svmPointers = allocations.slice();
     return this;
   }
@@ -333,7 +424,9 @@ export class Kernel extends ContextChild {
       const a = args[i];
       if (a === undefined || a === null) continue;
       if (!(a as Buffer | SVMAllocation).alive) {
-        throw new ReleasedError(`${a instanceof Buffer ? "Buffer" : "SVMAllocation"} set as argument ${i} of kernel "${this.name}"`);
+        throw new ReleasedError(
+          `${a instanceof Buffer ? "Buffer" : "SVMAllocation"} set as argument ${i} of kernel "${this.name}"`,
+        );
       }
       if (a instanceof SVMAllocation) (svm ??= []).push(a);
     }
@@ -364,14 +457,24 @@ export class Kernel extends ContextChild {
   compileWorkGroupSize(device: Device = this.context.devices[0]): number[] {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
-    const bytes = infoBytes("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this[liveHandle](), KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE);
+    const bytes = infoBytes(
+      "clGetKernelWorkGroupInfo",
+      (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r),
+      this[liveHandle](),
+      KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE,
+    );
     return [...new BigUint64Array(bytes.buffer, 0, 3)].map(Number);
   }
 
   #workGroupInfo(device: Device, param: number): number {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
-    return infoU64("clGetKernelWorkGroupInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), this[liveHandle](), param);
+    return infoU64(
+      "clGetKernelWorkGroupInfo",
+      (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r),
+      this[liveHandle](),
+      param,
+    );
   }
 
   /** Commands already enqueued with it still run: OpenCL keeps the kernel (and its program) until they complete. */
@@ -385,7 +488,11 @@ export class Kernel extends ContextChild {
  * @internal Fills the size_t arrays of clEnqueueNDRangeKernel from `global`, `local`, `offset`,
  * checking them first. Returns the work dimension; the arrays are shared scratch, read during the call only.
  */
-export function ndrangeSizes(global: readonly number[], local: readonly number[] | undefined, offset: readonly number[] | undefined): {
+export function ndrangeSizes(
+  global: readonly number[],
+  local: readonly number[] | undefined,
+  offset: readonly number[] | undefined,
+): {
   dim: number;
   global: BigUint64Array;
   local: BigUint64Array | null;
@@ -399,7 +506,9 @@ export function ndrangeSizes(global: readonly number[], local: readonly number[]
   for (let i = 0; i < dim; i++) g[i] = BigInt(positive(global[i], `globalSize[${i}]`));
   let l: BigUint64Array | null = null;
   if (local !== undefined) {
-    if (!Array.isArray(local) || local.length !== dim) throw new TypeError(`local must be an array of ${dim} positive integer(s), like globalSize`);
+    if (!Array.isArray(local) || local.length !== dim) {
+      throw new TypeError(`local must be an array of ${dim} positive integer(s), like globalSize`);
+    }
     l = new BigUint64Array(new ArrayBuffer(8 * 3));
     // A size that does not divide the global size is left to the driver: OpenCL 2.0 allows a
     // non-uniform last group, 1.2 devices refuse it with CL_INVALID_WORK_GROUP_SIZE.
@@ -407,7 +516,9 @@ export function ndrangeSizes(global: readonly number[], local: readonly number[]
   }
   let o: BigUint64Array | null = null;
   if (offset !== undefined) {
-    if (!Array.isArray(offset) || offset.length !== dim) throw new TypeError(`offset must be an array of ${dim} non-negative integer(s), like globalSize`);
+    if (!Array.isArray(offset) || offset.length !== dim) {
+      throw new TypeError(`offset must be an array of ${dim} non-negative integer(s), like globalSize`);
+    }
     o = new BigUint64Array(new ArrayBuffer(8 * 3));
     for (let i = 0; i < dim; i++) {
       o[i] = BigInt(integer(offset[i], "size_t", `offset[${i}]`));

@@ -58,7 +58,11 @@ function load(): NativeLibrary<typeof openclSymbols> {
 export function optionalSymbol(name: keyof OpenCLSymbols, needs: string): (...args: unknown[]) => unknown {
   const fn = opencl().symbols[name];
   if (fn === undefined) {
-    throw new OpenCLError(name, OpenCLStatus.CL_INVALID_OPERATION, `${name} needs ${needs}; the loaded OpenCL library (${opencl().path}) does not export it`);
+    throw new OpenCLError(
+      name,
+      OpenCLStatus.CL_INVALID_OPERATION,
+      `${name} needs ${needs}; the loaded OpenCL library (${opencl().path}) does not export it`,
+    );
   }
   return fn;
 }
@@ -71,7 +75,9 @@ export const errcode = new Int32Array(new ArrayBuffer(4));
  * `detail` (a string, or a function only called on failure) adds what the call was about.
  */
 export function check(fn: string, status: number, detail?: string | (() => string)): void {
-  if (status !== OpenCLStatus.CL_SUCCESS) throw new OpenCLError(fn, status, typeof detail === "function" ? detail() : detail);
+  if (status !== OpenCLStatus.CL_SUCCESS) {
+    throw new OpenCLError(fn, status, typeof detail === "function" ? detail() : detail);
+  }
 }
 
 /**
@@ -89,7 +95,13 @@ const scratch = new Uint8Array(new ArrayBuffer(8));
 const scratch64 = new BigUint64Array(scratch.buffer);
 const scratch32 = new Uint32Array(scratch.buffer);
 
-type InfoFn = (handle: Pointer, param: number, size: number, value: ArrayBufferView | null, sizeRet: ArrayBufferView | null) => number;
+type InfoFn = (
+  handle: Pointer,
+  param: number,
+  size: number,
+  value: ArrayBufferView | null,
+  sizeRet: ArrayBufferView | null,
+) => number;
 
 /** Raw bytes of a clGet*Info value. */
 export function infoBytes(fnName: string, fn: InfoFn, handle: Pointer, param: number): Uint8Array {

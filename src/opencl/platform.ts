@@ -118,8 +118,15 @@ export class Device {
     this.version = infoString("clGetDeviceInfo", info, handle, DeviceInfo.VERSION);
     this.driverVersion = infoString("clGetDeviceInfo", info, handle, DeviceInfo.DRIVER_VERSION);
     this.typeMask = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.TYPE);
-    this.type = this.typeMask & DeviceType.GPU ? "gpu" : this.typeMask & DeviceType.CPU ? "cpu"
-      : this.typeMask & DeviceType.ACCELERATOR ? "accelerator" : this.typeMask & DeviceType.CUSTOM ? "custom" : "default";
+    this.type = this.typeMask & DeviceType.GPU
+      ? "gpu"
+      : this.typeMask & DeviceType.CPU
+      ? "cpu"
+      : this.typeMask & DeviceType.ACCELERATOR
+      ? "accelerator"
+      : this.typeMask & DeviceType.CUSTOM
+      ? "custom"
+      : "default";
     this.globalMemSize = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.GLOBAL_MEM_SIZE);
     this.maxMemAllocSize = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.MAX_MEM_ALLOC_SIZE);
     this.maxComputeUnits = infoU32("clGetDeviceInfo", info, handle, DeviceInfo.MAX_COMPUTE_UNITS);

@@ -43,12 +43,16 @@ export class Program extends ContextChild {
   /** @internal use `ctx.createProgram()`. */
   constructor(context: Context, source: string) {
     if (typeof source !== "string") throw new TypeError("createProgram takes the OpenCL C source as a string");
-    if (source.length === 0) throw new RangeError("createProgram: the source is empty (clCreateProgramWithSource rejects it)");
+    if (source.length === 0) {
+      throw new RangeError("createProgram: the source is empty (clCreateProgramWithSource rejects it)");
+    }
     const bytes = encoder.encode(source);
     const strings = pointerArray([backend.pointerOf(bytes)]);
     const lengths = new BigUint64Array(new ArrayBuffer(8));
     lengths[0] = BigInt(bytes.byteLength);
-    const handle = opencl().symbols.clCreateProgramWithSource(context[liveHandle](), 1, strings, lengths, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateProgramWithSource(context[liveHandle](), 1, strings, lengths, errcode) as
+      | Pointer
+      | null;
     if (handle === null) throw new OpenCLError("clCreateProgramWithSource", errcode[0]);
     super(handle, context, kind);
   }
@@ -65,13 +69,23 @@ export class Program extends ContextChild {
     if (options.includes("\0")) throw new TypeError("build options must not contain NUL characters");
     let list: Device[] | undefined;
     if (devices !== undefined) {
-      if (!Array.isArray(devices) || devices.length === 0) throw new TypeError("build devices must be a non-empty array of cl.Device");
+      if (!Array.isArray(devices) || devices.length === 0) {
+        throw new TypeError("build devices must be a non-empty array of cl.Device");
+      }
       devices.forEach((d, i) => {
-        if (!this.context.devices.includes(d)) throw new TypeError(`devices[${i}] is not a device of this program's context`);
+        if (!this.context.devices.includes(d)) {
+          throw new TypeError(`devices[${i}] is not a device of this program's context`);
+        }
       });
       list = devices;
     }
-    if (this.#building) throw new OpenCLError("clBuildProgram", OpenCLStatus.CL_INVALID_OPERATION, "a build of this program is already running");
+    if (this.#building) {
+      throw new OpenCLError(
+        "clBuildProgram",
+        OpenCLStatus.CL_INVALID_OPERATION,
+        "a build of this program is already running",
+      );
+    }
     const ids = list === undefined ? null : pointerArray(list.map((d) => d.unsafeHandle));
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
@@ -108,7 +122,13 @@ export class Program extends ContextChild {
     if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
     const handle = this[liveHandle]();
     const fn = opencl().symbols.clGetProgramBuildInfo;
-    return infoU64("clGetProgramBuildInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), handle, ProgramBuildInfo.STATUS, 4) | 0;
+    return infoU64(
+      "clGetProgramBuildInfo",
+      (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r),
+      handle,
+      ProgramBuildInfo.STATUS,
+      4,
+    ) | 0;
   }
 
   /** CL_PROGRAM_SOURCE. */
@@ -118,7 +138,12 @@ export class Program extends ContextChild {
 
   /** CL_PROGRAM_KERNEL_NAMES (the program must be built). */
   get kernelNames(): string[] {
-    const names = infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this[liveHandle](), ProgramInfo.KERNEL_NAMES);
+    const names = infoString(
+      "clGetProgramInfo",
+      opencl().symbols.clGetProgramInfo,
+      this[liveHandle](),
+      ProgramInfo.KERNEL_NAMES,
+    );
     return names === "" ? [] : names.split(";");
   }
 
@@ -133,7 +158,11 @@ export class Program extends ContextChild {
    */
   createKernel(name: string): Kernel {
     if (typeof name !== "string" || name.length === 0 || name.includes("\0")) {
-      throw new TypeError(`a kernel name is a non-empty string without NUL, got ${typeof name === "string" ? JSON.stringify(name) : typeof name}`);
+      throw new TypeError(
+        `a kernel name is a non-empty string without NUL, got ${
+          typeof name === "string" ? JSON.stringify(name) : typeof name
+        }`,
+      );
     }
     const handle = opencl().symbols.clCreateKernel(this[liveHandle](), name, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateKernel", errcode[0], `kernel "${name}"`);
@@ -156,5 +185,10 @@ export class Program extends ContextChild {
 
 function buildLog(handle: Pointer, device: Device): string {
   const fn = opencl().symbols.clGetProgramBuildInfo;
-  return infoString("clGetProgramBuildInfo", (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r), handle, ProgramBuildInfo.LOG);
+  return infoString(
+    "clGetProgramBuildInfo",
+    (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r),
+    handle,
+    ProgramBuildInfo.LOG,
+  );
 }

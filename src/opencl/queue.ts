@@ -3,21 +3,57 @@ import type { Pointer } from "../../ffi/types.ts";
 import { type CallbackOutcome, defer, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
 import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
-import { callable, integer, keys, member, memory, names, options as checkOptions, own, show, sizeOr } from "../check.ts";
+import {
+  callable,
+  integer,
+  keys,
+  member,
+  memory,
+  names,
+  options as checkOptions,
+  own,
+  show,
+  sizeOr,
+} from "../check.ts";
 import { ExecutionStatus, QueueInfo } from "./constants.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, releaseFailed, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { type CommandTracker, Event, eventFrom, waitList } from "./event.ts";
-import { abandonFree, registerFree, SVMAllocation, type SVMFreeCallback, svmFreeTrampoline, watchFailure } from "./svm.ts";
+import {
+  abandonFree,
+  registerFree,
+  SVMAllocation,
+  type SVMFreeCallback,
+  svmFreeTrampoline,
+  watchFailure,
+} from "./svm.ts";
 import { Kernel, ndrangeSizes, TypedValue } from "./kernel.ts";
 import { backend } from "../backend.ts";
 import { MapFlags } from "./constants.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
-import { adoptChild, commandHandle, commandUses, completedThrough, disownChild, liveHandle, nativeHandle, newCommand, pinCommand, quietRelease, surrender, svmPointer, trackCommand, unuseSVM, useSVM } from "../internal.ts";
+import {
+  adoptChild,
+  commandHandle,
+  commandUses,
+  completedThrough,
+  disownChild,
+  liveHandle,
+  nativeHandle,
+  newCommand,
+  pinCommand,
+  quietRelease,
+  surrender,
+  svmPointer,
+  trackCommand,
+  unuseSVM,
+  useSVM,
+} from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => releaseQueue(handle, context));
+const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) =>
+  releaseQueue(handle, context)
+);
 
 /**
  * The native release, off the JS thread (it may finish the queue). No caller can receive its
@@ -69,7 +105,12 @@ const rangeKeys = keys("offset", "size", "waitFor");
  * A read or write of `view` at `options.offset` of `buffer`, checked: the offset is a size_t, the
  * bytes fit, and the view is memory native code may keep until the command completes.
  */
-function transfer(buffer: Buffer, view: unknown, options: TransferOptions | undefined, what: string): { offset: number; host: ArrayBufferView; waitFor: unknown } {
+function transfer(
+  buffer: Buffer,
+  view: unknown,
+  options: TransferOptions | undefined,
+  what: string,
+): { offset: number; host: ArrayBufferView; waitFor: unknown } {
   const bag = checkOptions(options, transferKeys, "transfer options");
   const host = memory(view, what, true);
   const given = own(bag, "offset");
@@ -203,7 +244,14 @@ export class SVMMapping {
   #mapped = true;
 
   /** @internal use `queue.enqueueSVMMap()` or `queue.mapSVM()`. */
-  constructor(queue: CommandQueue, allocation: SVMAllocation, pointer: Pointer, offset: number, size: number, event: Event) {
+  constructor(
+    queue: CommandQueue,
+    allocation: SVMAllocation,
+    pointer: Pointer,
+    offset: number,
+    size: number,
+    event: Event,
+  ) {
     this.#queue = queue;
     this.allocation = allocation;
     this.#pointer = pointer;
@@ -293,7 +341,9 @@ export class CommandQueue {
 
   /** @internal use `ctx.createCommandQueue()`. */
   constructor(context: Context, device: Device) {
-    const handle = opencl().symbols.clCreateCommandQueue(context[liveHandle](), device.unsafeHandle, 0, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateCommandQueue(context[liveHandle](), device.unsafeHandle, 0, errcode) as
+      | Pointer
+      | null;
     if (handle === null) throw new OpenCLError("clCreateCommandQueue", errcode[0]);
     this.#handle = handle;
     this.context = context;
@@ -335,7 +385,13 @@ export class CommandQueue {
   }
 
   /** A non-blocking read or write: the host memory stays pinned until the command completed. */
-  #enqueueTransfer(fn: "clEnqueueReadBuffer" | "clEnqueueWriteBuffer", buffer: Buffer, view: ArrayBufferView, options: TransferOptions | undefined, what: string): Event {
+  #enqueueTransfer(
+    fn: "clEnqueueReadBuffer" | "clEnqueueWriteBuffer",
+    buffer: Buffer,
+    view: ArrayBufferView,
+    options: TransferOptions | undefined,
+    what: string,
+  ): Event {
     const handle = this[liveHandle]();
     const mem = this.#checkBuffer(buffer);
     const { offset, host, waitFor } = transfer(buffer, view, options, what);
@@ -357,7 +413,11 @@ export class CommandQueue {
   }
 
   /** Reads the buffer into `target` (default: a new Uint8Array of the rest of the buffer) and resolves with it. */
-  async readBuffer<T extends ArrayBufferView = Uint8Array>(buffer: Buffer, target?: T, options?: TransferOptions): Promise<T> {
+  async readBuffer<T extends ArrayBufferView = Uint8Array>(
+    buffer: Buffer,
+    target?: T,
+    options?: TransferOptions,
+  ): Promise<T> {
     let into = target;
     if (into === undefined) {
       this[liveHandle]();
@@ -383,7 +443,9 @@ export class CommandQueue {
    */
   enqueueSVMFree(allocations: readonly SVMAllocation[], options?: SVMFreeOptions): Event {
     const handle = this[liveHandle]();
-    if (!Array.isArray(allocations)) throw new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(allocations)}`);
+    if (!Array.isArray(allocations)) {
+      throw new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(allocations)}`);
+    }
     let onFree: SVMFreeCallback | undefined;
     let waitFor: unknown;
     if (options !== undefined) {
@@ -397,15 +459,23 @@ export class CommandQueue {
     const seen = n > 8 ? new Set<SVMAllocation>() : undefined;
     for (let i = 0; i < n; i++) {
       const a = allocations[i];
-      if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation, got ${show(a)}`);
-      if (a.context !== this.context) throw new TypeError(`allocations[${i}] belongs to another context than this queue`);
+      if (!(a instanceof SVMAllocation)) {
+        throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation, got ${show(a)}`);
+      }
+      if (a.context !== this.context) {
+        throw new TypeError(`allocations[${i}] belongs to another context than this queue`);
+      }
       let twice = false;
       if (seen !== undefined) twice = seen.size === seen.add(a).size;
       else for (let j = 0; j < i && !twice; j++) twice = allocations[j] === a;
       if (twice) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
       a[svmPointer](); // ReleasedError if already freed
       if (mappedCount.has(a)) {
-        throw new OpenCLError("clEnqueueSVMFree", OpenCLStatus.CL_INVALID_OPERATION, `allocations[${i}] is mapped: unmap() it first (a mapping holds its allocation until the unmap completed)`);
+        throw new OpenCLError(
+          "clEnqueueSVMFree",
+          OpenCLStatus.CL_INVALID_OPERATION,
+          `allocations[${i}] is mapped: unmap() it first (a mapping holds its allocation until the unmap completed)`,
+        );
       }
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
@@ -447,12 +517,27 @@ export class CommandQueue {
     if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
     const k = kernel[liveHandle]();
     const bag = checkOptions(options, ndrangeKeys, "enqueueNDRangeKernel options");
-    const sizes = ndrangeSizes(globalSize, own(bag, "local") as number[] | undefined, own(bag, "offset") as number[] | undefined);
+    const sizes = ndrangeSizes(
+      globalSize,
+      own(bag, "local") as number[] | undefined,
+      own(bag, "offset") as number[] | undefined,
+    );
     const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
     const svm = kernel[commandUses]();
-    check("clEnqueueNDRangeKernel", opencl().symbols.clEnqueueNDRangeKernel(
-      handle, k, sizes.dim, sizes.offset, sizes.global, sizes.local, count, list, eventOut,
-    ));
+    check(
+      "clEnqueueNDRangeKernel",
+      opencl().symbols.clEnqueueNDRangeKernel(
+        handle,
+        k,
+        sizes.dim,
+        sizes.offset,
+        sizes.global,
+        sizes.local,
+        count,
+        list,
+        eventOut,
+      ),
+    );
     const event = this[newCommand]();
     if (svm !== undefined) this[pinCommand](event, svm, undefined);
     return event;
@@ -462,7 +547,11 @@ export class CommandQueue {
    * Copies bytes between SVM allocations and host memory (clEnqueueSVMMemcpy, non-blocking).
    * Either side may be an ArrayBufferView, pinned until the copy completed.
    */
-  enqueueSVMMemcpy(dst: SVMAllocation | ArrayBufferView, src: SVMAllocation | ArrayBufferView, options?: SVMCopyOptions): Event {
+  enqueueSVMMemcpy(
+    dst: SVMAllocation | ArrayBufferView,
+    src: SVMAllocation | ArrayBufferView,
+    options?: SVMCopyOptions,
+  ): Event {
     const handle = this[liveHandle]();
     const bag = checkOptions(options, svmCopyKeys, "enqueueSVMMemcpy options");
     const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
@@ -483,8 +572,12 @@ export class CommandQueue {
     const s = side(src, "src", srcOffset);
     const size = sizeOr(own(bag, "size"), "size", Math.max(s.length - srcOffset, 0));
     if (size === 0) throw new RangeError("enqueueSVMMemcpy: nothing to copy (size 0)");
-    if (srcOffset + size > s.length) throw new RangeError(`${size} bytes at srcOffset ${srcOffset} do not fit in src (${s.length} bytes)`);
-    if (dstOffset + size > d.length) throw new RangeError(`${size} bytes at dstOffset ${dstOffset} do not fit in dst (${d.length} bytes)`);
+    if (srcOffset + size > s.length) {
+      throw new RangeError(`${size} bytes at srcOffset ${srcOffset} do not fit in src (${s.length} bytes)`);
+    }
+    if (dstOffset + size > d.length) {
+      throw new RangeError(`${size} bytes at dstOffset ${dstOffset} do not fit in dst (${d.length} bytes)`);
+    }
     const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d.pointer, s.pointer, size, count, list, eventOut) as number);
@@ -503,12 +596,26 @@ export class CommandQueue {
   enqueueSVMMemFill(allocation: SVMAllocation, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
     const handle = this[liveHandle]();
     if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMemFill takes a cl.SVMAllocation");
-    if (allocation.context !== this.context) throw new TypeError("the allocation belongs to another context than this queue");
+    if (allocation.context !== this.context) {
+      throw new TypeError("the allocation belongs to another context than this queue");
+    }
     const bytes = patternBytes(pattern);
     const { offset, size, waitFor } = fillRange(options, allocation.size, bytes.byteLength, "enqueueSVMMemFill");
     const { count, list } = waitList(waitFor);
     const fill = clEnqueueSVMMemFill ??= optionalSymbol("clEnqueueSVMMemFill", "an OpenCL 2.0 platform");
-    check("clEnqueueSVMMemFill", fill(handle, offsetPointer(allocation[svmPointer](), offset), bytes, bytes.byteLength, size, count, list, eventOut) as number);
+    check(
+      "clEnqueueSVMMemFill",
+      fill(
+        handle,
+        offsetPointer(allocation[svmPointer](), offset),
+        bytes,
+        bytes.byteLength,
+        size,
+        count,
+        list,
+        eventOut,
+      ) as number,
+    );
     const event = this[newCommand]();
     this[pinCommand](event, [allocation], undefined);
     return event;
@@ -522,13 +629,19 @@ export class CommandQueue {
   enqueueSVMMap(allocation: SVMAllocation, options?: SVMMapOptions): SVMMapping {
     const handle = this[liveHandle]();
     if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
-    if (allocation.context !== this.context) throw new TypeError("the allocation belongs to another context than this queue");
+    if (allocation.context !== this.context) {
+      throw new TypeError("the allocation belongs to another context than this queue");
+    }
     const bag = checkOptions(options, svmMapKeys, "enqueueSVMMap options");
     const flags = member(mapFlags, own(bag, "access"), "access", mapFlags.read_write);
     const offset = sizeOr(own(bag, "offset"), "offset", 0);
-    if (offset >= allocation.size) throw new RangeError(`offset ${offset} is outside the allocation (${allocation.size} bytes)`);
+    if (offset >= allocation.size) {
+      throw new RangeError(`offset ${offset} is outside the allocation (${allocation.size} bytes)`);
+    }
     const size = sizeOr(own(bag, "size"), "size", allocation.size - offset);
-    if (size === 0 || offset + size > allocation.size) throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocation.size} bytes)`);
+    if (size === 0 || offset + size > allocation.size) {
+      throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocation.size} bytes)`);
+    }
     const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
     const pointer = offsetPointer(allocation[svmPointer](), offset);
     const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
@@ -567,7 +680,10 @@ export class CommandQueue {
     checkRange(src, srcOffset, size);
     checkRange(dst, dstOffset, size);
     const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
-    check("clEnqueueCopyBuffer", opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut));
+    check(
+      "clEnqueueCopyBuffer",
+      opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut),
+    );
     return this[newCommand]();
   }
 
@@ -579,7 +695,10 @@ export class CommandQueue {
     const { offset, size, waitFor } = fillRange(options, buffer.size, bytes.byteLength, "enqueueFillBuffer");
     const { count, list } = waitList(waitFor);
     const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
-    check("clEnqueueFillBuffer", fill(handle, mem, bytes, bytes.byteLength, offset, size, count, list, eventOut) as number);
+    check(
+      "clEnqueueFillBuffer",
+      fill(handle, mem, bytes, bytes.byteLength, offset, size, count, list, eventOut) as number,
+    );
     return this[newCommand]();
   }
 
@@ -616,7 +735,7 @@ export class CommandQueue {
    */
   [pinCommand](event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
     const seq = this.#seq;
-    if (svm !== undefined) for (let i = 0; i < svm.length; i++) svm[i][useSVM]();
+    if (svm !== undefined) { for (let i = 0; i < svm.length; i++) svm[i][useSVM](); }
     if (this.#pins.push({ seq, svm, host }) === 1) busy.add(this);
     const s = opencl().symbols;
     const handle = event[liveHandle]();
@@ -637,7 +756,7 @@ export class CommandQueue {
         const done = pins.splice(0, n);
         for (let i = 0; i < done.length; i++) {
           const svm = done[i].svm;
-          if (svm !== undefined) for (let j = 0; j < svm.length; j++) svm[j][unuseSVM]();
+          if (svm !== undefined) { for (let j = 0; j < svm.length; j++) svm[j][unuseSVM](); }
         }
         if (this.#newest !== null && this.#newestSeq <= seq) {
           opencl().symbols.clReleaseEvent(this.#newest);
@@ -680,7 +799,12 @@ export class CommandQueue {
     const handle = this.#newest;
     this.#newest = null; // the armed entry owns this reference now
     const id = armed.add({ queue: this, seq: newest, handle });
-    const status = opencl().symbols.clSetEventCallback(handle, ExecutionStatus.COMPLETE, completedTrampoline(), id) as number;
+    const status = opencl().symbols.clSetEventCallback(
+      handle,
+      ExecutionStatus.COMPLETE,
+      completedTrampoline(),
+      id,
+    ) as number;
     if (status !== OpenCLStatus.CL_SUCCESS) {
       armed.delete(id);
       opencl().symbols.clReleaseEvent(handle);
@@ -721,7 +845,13 @@ export class CommandQueue {
 
   /** CL_QUEUE_REFERENCE_COUNT (stale at once: for debugging). */
   get referenceCount(): number {
-    return infoU64("clGetCommandQueueInfo", opencl().symbols.clGetCommandQueueInfo, this[liveHandle](), QueueInfo.REFERENCE_COUNT, 4);
+    return infoU64(
+      "clGetCommandQueueInfo",
+      opencl().symbols.clGetCommandQueueInfo,
+      this[liveHandle](),
+      QueueInfo.REFERENCE_COUNT,
+      4,
+    );
   }
 
   retain(): this {
@@ -766,16 +896,29 @@ function patternBytes(pattern: TypedValue | ArrayBufferView): ArrayBufferView {
     bytes = pattern;
   } else throw new TypeError("a fill pattern is a typed value such as cl.float(0) or an ArrayBufferView");
   const n = bytes.byteLength;
-  if (n === 0 || n > 128 || (n & (n - 1)) !== 0) throw new RangeError(`a fill pattern has 1, 2, 4, 8, 16, 32, 64 or 128 bytes, got ${n}`);
+  if (n === 0 || n > 128 || (n & (n - 1)) !== 0) {
+    throw new RangeError(`a fill pattern has 1, 2, 4, 8, 16, 32, 64 or 128 bytes, got ${n}`);
+  }
   return bytes;
 }
 
-function fillRange(options: RangeOptions | undefined, total: number, unit: number, where: string): { offset: number; size: number; waitFor: Event[] | undefined } {
+function fillRange(
+  options: RangeOptions | undefined,
+  total: number,
+  unit: number,
+  where: string,
+): { offset: number; size: number; waitFor: Event[] | undefined } {
   const bag = checkOptions(options, rangeKeys, `${where} options`);
   const offset = sizeOr(own(bag, "offset"), "offset", 0);
   const size = sizeOr(own(bag, "size"), "size", Math.max(total - offset, 0));
   if (size === 0) throw new RangeError(`${where}: nothing to fill (size 0)`);
-  if (offset % unit !== 0 || size % unit !== 0) throw new RangeError(`${where}: offset (${offset}) and size (${size}) must be multiples of the pattern size (${unit})`);
-  if (offset + size > total) throw new RangeError(`${where}: ${size} bytes at offset ${offset} do not fit in ${total} bytes`);
+  if (offset % unit !== 0 || size % unit !== 0) {
+    throw new RangeError(
+      `${where}: offset (${offset}) and size (${size}) must be multiples of the pattern size (${unit})`,
+    );
+  }
+  if (offset + size > total) {
+    throw new RangeError(`${where}: ${size} bytes at offset ${offset} do not fit in ${total} bytes`);
+  }
   return { offset, size, waitFor: own(bag, "waitFor") as Event[] | undefined };
 }

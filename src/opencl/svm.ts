@@ -2,7 +2,17 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { trampolines } from "../trampolines.ts";
 import { backend } from "../backend.ts";
-import { CallbackOutcome, defer, finalizerState, IdTable, inRegistry, owe, paid, returnedPromise, SafetyNet } from "../callbacks.ts";
+import {
+  CallbackOutcome,
+  defer,
+  finalizerState,
+  IdTable,
+  inRegistry,
+  owe,
+  paid,
+  returnedPromise,
+  SafetyNet,
+} from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { EventInfo, MemFlags } from "./constants.ts";
 import { infoU32, opencl, optionalSymbol } from "./native.ts";
@@ -11,7 +21,18 @@ import { type Access, accessFlags } from "./buffer.ts";
 import { boolean, integer, keys, member, options as checkOptions, own } from "../check.ts";
 import type { Context } from "./context.ts";
 import type { CommandQueue } from "./queue.ts";
-import { adoptChild, disownChild, liveHandle, nativeHandle, surrender, svmChecked, svmPassed, svmPointer, unuseSVM, useSVM } from "../internal.ts";
+import {
+  adoptChild,
+  disownChild,
+  liveHandle,
+  nativeHandle,
+  surrender,
+  svmChecked,
+  svmPassed,
+  svmPointer,
+  unuseSVM,
+  useSVM,
+} from "../internal.ts";
 
 export interface SVMOptions {
   access?: Access;
@@ -48,12 +69,24 @@ function checkDevices(context: Context, size: number, fineGrain: boolean, atomic
   let maxSize = Infinity;
   for (const device of context.devices) {
     const caps = device.svm;
-    const missing = !caps.coarseGrainBuffer ? "shared virtual memory"
-      : fineGrain && !caps.fineGrainBuffer ? "fine-grain SVM buffers"
-      : atomics && !caps.atomics ? "SVM atomics" : undefined;
-    if (missing) throw new OpenCLError("clSVMAlloc", OpenCLStatus.CL_INVALID_OPERATION, `device "${device.name}" does not support ${missing} (CL_DEVICE_SVM_CAPABILITIES)`);
+    const missing = !caps.coarseGrainBuffer
+      ? "shared virtual memory"
+      : fineGrain && !caps.fineGrainBuffer
+      ? "fine-grain SVM buffers"
+      : atomics && !caps.atomics
+      ? "SVM atomics"
+      : undefined;
+    if (missing) {
+      throw new OpenCLError(
+        "clSVMAlloc",
+        OpenCLStatus.CL_INVALID_OPERATION,
+        `device "${device.name}" does not support ${missing} (CL_DEVICE_SVM_CAPABILITIES)`,
+      );
+    }
     if (size > device.maxMemAllocSize) {
-      throw new RangeError(`SVM size ${size} exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE (${device.maxMemAllocSize}) of "${device.name}"`);
+      throw new RangeError(
+        `SVM size ${size} exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE (${device.maxMemAllocSize}) of "${device.name}"`,
+      );
     }
     maxSize = Math.min(maxSize, device.maxMemAllocSize);
   }
@@ -103,7 +136,11 @@ export class SVMAllocation {
       if (alignment !== 0 && 2 ** Math.round(Math.log2(alignment)) !== alignment) {
         throw new RangeError(`alignment must be 0 or a power of two (a cl_uint), got ${alignment}`);
       }
-      if (atomics && !fineGrain) throw new TypeError("atomics: true needs fineGrain: true (CL_MEM_SVM_ATOMICS is only valid with CL_MEM_SVM_FINE_GRAIN_BUFFER)");
+      if (atomics && !fineGrain) {
+        throw new TypeError(
+          "atomics: true needs fineGrain: true (CL_MEM_SVM_ATOMICS is only valid with CL_MEM_SVM_FINE_GRAIN_BUFFER)",
+        );
+      }
       flags = accessFlag | (fineGrain ? MemFlags.SVM_FINE_GRAIN_BUFFER : 0) | (atomics ? MemFlags.SVM_ATOMICS : 0);
     }
     checkDevices(context, size, fineGrain, atomics);
@@ -111,7 +148,11 @@ export class SVMAllocation {
     const pointer = clSVMAlloc(context[liveHandle](), flags, size, alignment) as Pointer | null;
     if (pointer === null) {
       // clSVMAlloc reports no code; after the checks above, NULL means the allocation itself failed.
-      throw new OpenCLError("clSVMAlloc", OpenCLStatus.CL_MEM_OBJECT_ALLOCATION_FAILURE, `returned NULL for ${size} bytes (it gives no error code)`);
+      throw new OpenCLError(
+        "clSVMAlloc",
+        OpenCLStatus.CL_MEM_OBJECT_ALLOCATION_FAILURE,
+        `returned NULL for ${size} bytes (it gives no error code)`,
+      );
     }
     this.#pointer = pointer;
     this.context = context;
@@ -147,7 +188,11 @@ export class SVMAllocation {
    */
   get arrayBuffer(): ArrayBuffer {
     const pointer = this[svmPointer]();
-    if (!this.fineGrain) throw new TypeError("only fine-grain SVM (svmAlloc(size, { fineGrain: true })) can be viewed from the host without mapping");
+    if (!this.fineGrain) {
+      throw new TypeError(
+        "only fine-grain SVM (svmAlloc(size, { fineGrain: true })) can be viewed from the host without mapping",
+      );
+    }
     return backend.arrayBuffer(pointer, this.size);
   }
 

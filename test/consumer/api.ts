@@ -74,11 +74,17 @@ export async function opencl(): Promise<void> {
   user.release();
 
   if (caps.coarseGrainBuffer) {
-    const svmOptions: cl.SVMOptions = { fineGrain: caps.fineGrainBuffer, atomics: false, alignment: 0, access: "read_write" };
+    const svmOptions: cl.SVMOptions = {
+      fineGrain: caps.fineGrainBuffer,
+      atomics: false,
+      alignment: 0,
+      access: "read_write",
+    };
     const alloc: cl.SVMAllocation = ctx.svmAlloc(4096, svmOptions);
     const where: bigint = alloc.address;
     if (alloc.fineGrain) new Uint8Array(alloc.arrayBuffer).fill(1);
-    const onFree: cl.SVMFreeCallback = (q: cl.CommandQueue, freed: cl.SVMAllocation[]) => numbers.push(freed.length, q.referenceCount);
+    const onFree: cl.SVMFreeCallback = (q: cl.CommandQueue, freed: cl.SVMAllocation[]) =>
+      numbers.push(freed.length, q.referenceCount);
     const freeOptions: cl.SVMFreeOptions = { onFree, waitFor: [] };
     const event = queue.enqueueSVMFree([alloc], freeOptions);
     if (event.commandType === cl.CommandType.SVM_FREE) await event.wait();
@@ -92,12 +98,22 @@ export async function opencl(): Promise<void> {
 }
 
 /** Programs, kernels and the commands that use memory on the device. */
-async function compute(ctx: cl.Context, queue: cl.CommandQueue, caps: cl.SVMCapabilities, numbers: number[], texts: string[]): Promise<void> {
-  const program: cl.Program = ctx.createProgram("__kernel void k(__global float *a, float s, __local float *t) { a[0] *= s; }");
+async function compute(
+  ctx: cl.Context,
+  queue: cl.CommandQueue,
+  caps: cl.SVMCapabilities,
+  numbers: number[],
+  texts: string[],
+): Promise<void> {
+  const program: cl.Program = ctx.createProgram(
+    "__kernel void k(__global float *a, float s, __local float *t) { a[0] *= s; }",
+  );
   try {
     await program.build("", ctx.devices);
   } catch (error) {
-    if (error instanceof OpenCLError) for (const entry of error.buildLog ?? []) texts.push(entry.log, entry.device.name);
+    if (error instanceof OpenCLError) {
+      for (const entry of error.buildLog ?? []) texts.push(entry.log, entry.device.name);
+    }
   }
   const log: cl.BuildLogEntry[] = [{ device: ctx.devices[0]!, log: program.buildLog() }];
   texts.push(program.source, ...program.kernelNames, ...log.map((e) => e.log));
@@ -160,8 +176,24 @@ export async function embree(vertices: Float32Array, indices: Uint32Array): Prom
   const hit: rtc.Hit | null = scene.intersect1(ray);
   const stats: rtc.MemoryStats = device.memory;
   const property: number = device.getProperty(rtc.DeviceProperty.VERSION);
-  seen.push(loaded.string, version?.major, device.config, device.version.minor, scene.committed, scene.device === device);
-  seen.push(geometry, hit?.distance, hit?.normal[0], stats.bytes, stats.peak, stats.calls, stats.denied, stats.accounting);
+  seen.push(
+    loaded.string,
+    version?.major,
+    device.config,
+    device.version.minor,
+    scene.committed,
+    scene.device === device,
+  );
+  seen.push(
+    geometry,
+    hit?.distance,
+    hit?.normal[0],
+    stats.bytes,
+    stats.peak,
+    stats.calls,
+    stats.denied,
+    stats.accounting,
+  );
   seen.push(budget, property);
   scene.retain().release();
   scene.release();

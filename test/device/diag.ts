@@ -12,7 +12,13 @@ import { cl } from "../../src/mod.ts";
 // Lets one.sh's test/device/stack.py (not an ancestor of this process) read its stacks under
 // Yama's ptrace_scope 1: prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY).
 try {
-  koffi.load(null).func("prctl", "int", ["int", "unsigned long", "unsigned long", "unsigned long", "unsigned long"])(0x59616d61, 0xffffffffffffffffn, 0, 0, 0);
+  koffi.load(null).func("prctl", "int", ["int", "unsigned long", "unsigned long", "unsigned long", "unsigned long"])(
+    0x59616d61,
+    0xffffffffffffffffn,
+    0,
+    0,
+    0,
+  );
 } catch {
   // Not Linux, or no Yama: nothing to lift.
 }

@@ -25,9 +25,19 @@ try {
   const platforms = cl.getPlatforms();
   // Which ICD loader dlopen picked matters: they read OCL_ICD_VENDORS / OCL_ICD_FILENAMES differently.
   const loaders = existsSync("/proc/self/maps")
-    ? [...new Set(readFileSync("/proc/self/maps", "utf8").split("\n").map((l) => l.split(/\s+/)[5] ?? "").filter((f) => /libOpenCL\.so/.test(f)))]
+    ? [
+      ...new Set(
+        readFileSync("/proc/self/maps", "utf8").split("\n").map((l) => l.split(/\s+/)[5] ?? "").filter((f) =>
+          /libOpenCL\.so/.test(f)
+        ),
+      ),
+    ]
     : [];
-  console.log(`OpenCL: ${platforms.length} platform(s) through ${loaders.join(", ") || "an ICD loader"} [OPENCL_LIBRARY=${process.env.OPENCL_LIBRARY ?? ""}]`);
+  console.log(
+    `OpenCL: ${platforms.length} platform(s) through ${loaders.join(", ") || "an ICD loader"} [OPENCL_LIBRARY=${
+      process.env.OPENCL_LIBRARY ?? ""
+    }]`,
+  );
   platforms.forEach((p, i) => {
     const match = required !== undefined &&
       (/^\d+$/.test(required) ? Number(required) === i : p.name.toLowerCase().includes(required.toLowerCase()));
@@ -43,8 +53,12 @@ try {
   });
   try {
     const d = cl.defaultDevice();
-    console.log(`createContext() picks: ${d.name} (${d.platform.name}) ` +
-      `[MEMLIFE_OPENCL_PLATFORM=${process.env.MEMLIFE_OPENCL_PLATFORM ?? ""} MEMLIFE_OPENCL_DEVICE=${process.env.MEMLIFE_OPENCL_DEVICE ?? ""}]`);
+    console.log(
+      `createContext() picks: ${d.name} (${d.platform.name}) ` +
+        `[MEMLIFE_OPENCL_PLATFORM=${process.env.MEMLIFE_OPENCL_PLATFORM ?? ""} MEMLIFE_OPENCL_DEVICE=${
+          process.env.MEMLIFE_OPENCL_DEVICE ?? ""
+        }]`,
+    );
   } catch (error) {
     console.log(`createContext() would throw: ${error instanceof Error ? error.message : String(error)}`);
   }
@@ -54,7 +68,11 @@ try {
 
 try {
   const v = typeof rtc.load === "function" ? rtc.load() : (rtc.newDevice().release(), rtc.version);
-  console.log(`Embree: ${v ? `${v.string} from ${v.path}` : "loaded (version unknown)"} [EMBREE_LIBRARY=${process.env.EMBREE_LIBRARY ?? ""}]`);
+  console.log(
+    `Embree: ${v ? `${v.string} from ${v.path}` : "loaded (version unknown)"} [EMBREE_LIBRARY=${
+      process.env.EMBREE_LIBRARY ?? ""
+    }]`,
+  );
 } catch (error) {
   console.log(`Embree: ${error instanceof Error ? error.message : String(error)}`);
 }

@@ -54,8 +54,15 @@ async function opencl(): Promise<void> {
 
   const T = cl.DeviceType;
   const types: [string, number][] = [
-    ["DEFAULT", T.DEFAULT], ["CPU", T.CPU], ["GPU", T.GPU], ["ACCELERATOR", T.ACCELERATOR], ["CUSTOM", T.CUSTOM],
-    ["ALL", T.ALL], ["CPU|GPU", T.CPU | T.GPU], ["0x40", 0x40], ["0", 0],
+    ["DEFAULT", T.DEFAULT],
+    ["CPU", T.CPU],
+    ["GPU", T.GPU],
+    ["ACCELERATOR", T.ACCELERATOR],
+    ["CUSTOM", T.CUSTOM],
+    ["ALL", T.ALL],
+    ["CPU|GPU", T.CPU | T.GPU],
+    ["0x40", 0x40],
+    ["0", 0],
   ];
   for (const [name, type] of types) {
     try {
@@ -88,7 +95,10 @@ async function opencl(): Promise<void> {
   observe("cl.createBuffer.overMaxAlloc", () => ctx.createBuffer(device.maxMemAllocSize + 1));
   observe("cl.createBuffer.useHostPtrWithoutData", () => ctx.createBuffer(64, { hostPtr: "use" }));
   // memlife's `access` names one flag; "read_only|write_only" is the nearest a program can get to both.
-  observe("cl.createBuffer.readOnlyAndWriteOnly", () => ctx.createBuffer(64, { access: "read_only|write_only" as cl.Access }));
+  observe(
+    "cl.createBuffer.readOnlyAndWriteOnly",
+    () => ctx.createBuffer(64, { access: "read_only|write_only" as cl.Access }),
+  );
   const released = cl.createContext([device]);
   released.release();
   observe("cl.createBuffer.invalidContext", () => released.createBuffer(64));
@@ -97,11 +107,13 @@ async function opencl(): Promise<void> {
   put("cl.buffer.useHostPtr.flags", used.flags);
   put("cl.buffer.useHostPtr.hasHostPointer", used.hostPointer !== 0n);
   used.release();
-  for (const [key, options] of [
-    ["cl.buffer.copyHostPtr.flags", { hostPtr: "copy" }],
-    ["cl.buffer.allocHostPtr.flags", { hostPtr: "alloc" }],
-    ["cl.buffer.readOnly.flags", { access: "read_only" }],
-  ] as const) {
+  for (
+    const [key, options] of [
+      ["cl.buffer.copyHostPtr.flags", { hostPtr: "copy" }],
+      ["cl.buffer.allocHostPtr.flags", { hostPtr: "alloc" }],
+      ["cl.buffer.readOnly.flags", { access: "read_only" }],
+    ] as const
+  ) {
     const made = ctx.createBuffer(host, options);
     put(key, made.flags);
     made.release();
@@ -121,10 +133,12 @@ async function opencl(): Promise<void> {
 
   const mem = ctx.createBuffer(64);
   const bytes = new Uint8Array(64);
-  for (const [what, enqueue] of [
-    ["write", () => queue.enqueueWriteBuffer(mem, bytes)],
-    ["read", () => queue.enqueueReadBuffer(mem, bytes)],
-  ] as const) {
+  for (
+    const [what, enqueue] of [
+      ["write", () => queue.enqueueWriteBuffer(mem, bytes)],
+      ["read", () => queue.enqueueReadBuffer(mem, bytes)],
+    ] as const
+  ) {
     const event = observe(`cl.${what}.enqueue`, enqueue);
     if (event === undefined) continue;
     put(`cl.${what}.commandType`, event.commandType);
@@ -136,10 +150,12 @@ async function opencl(): Promise<void> {
   await queue.writeBuffer(mem, bytes);
   put("cl.read.dataAtOffset16", [...await queue.readBuffer(mem, new Uint8Array(16), { offset: 16 })]);
   // An empty typed array: C passes a valid pointer and size 0.
-  for (const [what, enqueue] of [
-    ["write", () => queue.enqueueWriteBuffer(mem, new Uint8Array(0))],
-    ["read", () => queue.enqueueReadBuffer(mem, new Uint8Array(0))],
-  ] as const) {
+  for (
+    const [what, enqueue] of [
+      ["write", () => queue.enqueueWriteBuffer(mem, new Uint8Array(0))],
+      ["read", () => queue.enqueueReadBuffer(mem, new Uint8Array(0))],
+    ] as const
+  ) {
     const event = observe(`cl.${what}.size0`, enqueue);
     if (event !== undefined) {
       await event.wait().catch(() => {});
@@ -152,7 +168,10 @@ async function opencl(): Promise<void> {
     atEnd.release();
   }
   observe("cl.write.outOfBounds", () => queue.enqueueWriteBuffer(mem, bytes, { offset: 32 }));
-  observe("cl.write.waitListNull", () => queue.enqueueWriteBuffer(mem, bytes, { waitFor: [null as unknown as cl.Event] }));
+  observe(
+    "cl.write.waitListNull",
+    () => queue.enqueueWriteBuffer(mem, bytes, { waitFor: [null as unknown as cl.Event] }),
+  );
   const foreign = other.createUserEvent();
   observe("cl.write.waitListOtherContext", () => queue.enqueueWriteBuffer(mem, bytes, { waitFor: [foreign] }));
   foreign.setStatus(0);
@@ -164,7 +183,10 @@ async function opencl(): Promise<void> {
   put("cl.userEvent.initialStatus", user.status);
   observe("cl.userEvent.setStatus(1)", () => user.setStatus(1));
   observe("cl.userEvent.setStatus(2)", () => user.setStatus(cl.ExecutionStatus.SUBMITTED));
-  const waiting = observe("cl.userEvent.dependentWrite.enqueue", () => queue.enqueueWriteBuffer(mem, bytes, { waitFor: [user] }));
+  const waiting = observe(
+    "cl.userEvent.dependentWrite.enqueue",
+    () => queue.enqueueWriteBuffer(mem, bytes, { waitFor: [user] }),
+  );
   observe("cl.userEvent.setStatus(-5)", () => user.setStatus(-5));
   put("cl.userEvent.statusAfterFailure", user.status);
   observe("cl.userEvent.setStatusAgain", () => user.setStatus(0));
@@ -208,7 +230,11 @@ async function opencl(): Promise<void> {
   if (device.svm.coarseGrainBuffer) {
     const svm = (k: string, size: number, options: cl.SVMOptions) => {
       const alignment = options.alignment ?? 0;
-      const a = observe(k, () => ctx.svmAlloc(size, options), (a) => ({ aligned: alignment === 0 || a.address % BigInt(alignment) === 0n }));
+      const a = observe(
+        k,
+        () => ctx.svmAlloc(size, options),
+        (a) => ({ aligned: alignment === 0 || a.address % BigInt(alignment) === 0n }),
+      );
       a?.release();
     };
     svm("cl.svmAlloc.plain", 4096, {});
@@ -292,7 +318,11 @@ for (let y = 0, i = 0; y < GRID; y++) {
   }
 }
 
-async function monitoredRun(prefix: string, refusePhase: string | null, order: "sceneFirst" | "deviceFirst" | "sceneRetained" = "sceneFirst"): Promise<void> {
+async function monitoredRun(
+  prefix: string,
+  refusePhase: string | null,
+  order: "sceneFirst" | "deviceFirst" | "sceneRetained" = "sceneFirst",
+): Promise<void> {
   let phase = "";
   let refused = false;
   let sum = 0;
@@ -345,7 +375,35 @@ async function embree(): Promise<void> {
     observe(`rtc.newDevice(${JSON.stringify(config)})`, () => rtc.newDevice(config).release());
   }
   const device = rtc.newDevice("threads=1");
-  const properties = [0, 1, 2, 3, 32, 33, 34, 35, 63, 64, 65, 66, 67, 68, 96, 97, 98, 99, 100, 101, 128, 129, 130, 4, 131, 999, -1];
+  const properties = [
+    0,
+    1,
+    2,
+    3,
+    32,
+    33,
+    34,
+    35,
+    63,
+    64,
+    65,
+    66,
+    67,
+    68,
+    96,
+    97,
+    98,
+    99,
+    100,
+    101,
+    128,
+    129,
+    130,
+    4,
+    131,
+    999,
+    -1,
+  ];
   for (const p of properties) {
     try {
       put(`rtc.getProperty(${p})`, { value: device.getProperty(p) });
