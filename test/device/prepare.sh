@@ -64,10 +64,15 @@ for w in "${what[@]}"; do
   embree4)
     t=/tmp/memlife-trixie-apt
     mkdir -p "$t/cache/archives/partial" "$t/lists/partial" "$t/debs"
-    # Debian 12's debian-archive-keyring already holds trixie's keys.
-    cat > "$t/sources.list" <<EOF
-deb [signed-by=/usr/share/keyrings/debian-archive-trixie-stable.gpg,/usr/share/keyrings/debian-archive-trixie-automatic.gpg] http://deb.debian.org/debian trixie main
-EOF
+    # The mirror this machine's apt already uses for Debian (not its security archive), asked for
+    # trixie instead; Debian 12's debian-archive-keyring already holds trixie's keys.
+    # (Some of those files may be absent: sed's status is not the answer.)
+    mirror=$({ sed -nE 's/^URIs:[[:space:]]+([^[:space:]]+).*/\1/p; s/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' \
+      /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null || true; } \
+      | grep -v -- '-security' | head -n 1 || true)
+    [ -n "$mirror" ] || { say "no Debian mirror found in the apt configuration"; exit 1; }
+    keys=/usr/share/keyrings/debian-archive-trixie-stable.gpg,/usr/share/keyrings/debian-archive-trixie-automatic.gpg
+    echo "deb [signed-by=$keys] $mirror trixie main" > "$t/sources.list"
     apt_opts=(-o "Dir::Etc::SourceList=$t/sources.list" -o Dir::Etc::SourceParts=/dev/null
       -o "Dir::State::Lists=$t/lists" -o "Dir::Cache=$t/cache" -o APT::Architecture=amd64
       -o APT::Sandbox::User=root)
