@@ -26,6 +26,21 @@ async function done(event: cl.Event): Promise<void> {
   }
 }
 
+/**
+ * The context's live count once garbage and deferred frees from earlier tests are gone: GC until
+ * the count holds still over several rounds, so a finalizer cannot change it during the next count.
+ */
+async function settledLiveObjects(): Promise<number> {
+  let last = -1;
+  for (let stable = 0, i = 0; stable < 3 && i < 200; i++) {
+    gc();
+    await sleep(5);
+    stable = ctx.liveObjects === last ? stable + 1 : 0;
+    last = ctx.liveObjects;
+  }
+  return last;
+}
+
 const source = `
 __kernel void add(__global const float *a, __global const float *b, __global float *c) {
   size_t i = get_global_id(0);
@@ -421,6 +436,14 @@ describe("lifetimes across commands", () => {
     gate.release();
     const got = await queue.readBuffer(out, new Int32Array(64));
     for (let i = 0; i < 64; i++) if (got[i] !== i + 100) assert.fail(`out[${i}] = ${got[i]}, expected ${i + 100}`);
+    // The gate and the event are released; out and copy live to the end of the block. The dropped
+    // allocation goes once GC finds it, now that its command completed: left alive, it would leak and
+    // also free itself in the middle of a later test's count.
+    for (let i = 0; i < 200 && ctx.liveObjects !== before + 1; i++) {
+      gc();
+      await sleep(5);
+    }
+    assert.equal(ctx.liveObjects, before + 1, "the dropped allocation is freed by GC after its command");
   });
 
   test("release() of an SVM allocation a pending kernel uses frees it only after the kernel (documented)", async () => {
@@ -454,11 +477,7 @@ describe("lifetimes across commands", () => {
 
   test("with no wait and no finish, a released allocation is still freed once its command completed", async () => {
     needSVM();
-    for (let i = 0; i < 3; i++) {
-      gc();
-      await sleep(5);
-    }
-    const before = ctx.liveObjects;
+    const before = await settledLiveObjects();
     (() => {
       // A queue, kernel and allocation the program drops at once, without waiting on anything.
       const q = ctx.createCommandQueue();
