@@ -587,6 +587,7 @@ export const backend: Backend = {
   fromAddress,
   arrayBuffer,
   readCString,
+  unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
 };
 
 /**

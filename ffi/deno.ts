@@ -101,6 +101,7 @@ interface DenoFfi {
     querySync(descriptor: { name: "ffi" } | { name: "env"; variable: string }): { readonly state: string };
   };
   errors: { NotCapable: new (message: string) => Error };
+  unrefTimer(id: number): void;
 }
 
 const Deno = (globalThis as unknown as { Deno: DenoFfi }).Deno;
@@ -544,4 +545,5 @@ export const backend: Backend = {
   arrayBuffer,
   readCString,
   memoryLedger: (def, forward) => jsLedger(callback, def, forward),
+  unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
 };

@@ -302,4 +302,5 @@ export const backend: Backend = {
     return koffi.decode.string(pointer);
   },
   memoryLedger: (def, forward) => jsLedger(callback, def, forward),
+  unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
 };

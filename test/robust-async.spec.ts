@@ -49,6 +49,22 @@ describe("objects a pending operation uses stay alive natively", () => {
     },
     40_000,
   );
+
+  test(
+    "SVM frees without onFree whose wait list failed are still freed: no growth over 24 x 32 MiB (child process)",
+    async () => {
+      await expectOk("failed-svm-free-quiet.ts", [], 30_000);
+    },
+    40_000,
+  );
+
+  test(
+    "an SVM free without onFree waiting on an event nobody completes does not keep the program alive (child process)",
+    async () => {
+      await expectOk("failed-svm-free-quiet.ts", ["never"], 20_000);
+    },
+    30_000,
+  );
 });
 
 describe("many asynchronous calls at once", () => {

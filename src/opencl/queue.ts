@@ -484,11 +484,13 @@ export class CommandQueue {
     const { count, list } = waitList(waitFor);
     const array = n > 0 ? scratchPointers(n) : null;
     for (let i = 0; i < n; i++) array![i] = allocations[i].address;
-    if (onFree === undefined) {
+    // Without onFree and without a wait list there is nothing to call back nor to watch: the driver
+    // frees. A wait list can fail, and then PoCL frees nothing: memlife's callback frees instead.
+    if (onFree === undefined && count === 0) {
       check("clEnqueueSVMFree", clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number);
       for (let i = 0; i < n; i++) allocations[i][surrender]();
       const event = this[newCommand]();
-      return count === 0 ? event[quietRelease]() : event;
+      return event[quietRelease]();
     }
     const given = allocations.slice();
     const pointers = given.map((a) => a[svmPointer]());
@@ -497,8 +499,10 @@ export class CommandQueue {
     if (status !== OpenCLStatus.CL_SUCCESS) abandonFree(id);
     check("clEnqueueSVMFree", status);
     for (const a of given) a[surrender]();
-    this.#track(outcome.done);
     if (count > 0) watchFailure(id, eventOut);
+    // A free without onFree owes the program nothing: wait() and finish() wait for the command only.
+    if (onFree === undefined) return this[newCommand]();
+    this.#track(outcome.done);
     return this[newCommand](outcome);
   }
 

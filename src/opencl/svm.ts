@@ -262,7 +262,8 @@ interface PendingFree {
   readonly allocations: SVMAllocation[];
   /** Kept here: in Bun the native svm_pointers array is gone by the time the callback runs. */
   readonly pointers: Pointer[];
-  readonly onFree: SVMFreeCallback;
+  /** Absent for a free enqueued without onFree: nothing is owed, the program may end before it. */
+  readonly onFree: SVMFreeCallback | undefined;
   readonly outcome: CallbackOutcome;
 }
 
@@ -271,7 +272,7 @@ const pendingFrees = new IdTable<PendingFree>();
 export const svmFreeTrampoline = trampolines.svmFree((_queue, _count, _pointers, id) => {
   const entry = pendingFrees.delete(id);
   if (entry === undefined) return;
-  paid();
+  if (entry.onFree !== undefined) paid();
   defer(runFree, entry);
 });
 
@@ -280,7 +281,7 @@ function runFree(entry: PendingFree): void {
   let failure: unknown;
   let later: PromiseLike<unknown> | undefined;
   try {
-    later = returnedPromise(entry.onFree(entry.queue, entry.allocations));
+    if (entry.onFree !== undefined) later = returnedPromise(entry.onFree(entry.queue, entry.allocations));
   } catch (error) {
     // Whatever was thrown, `undefined` included, is a failure.
     threw = true;
@@ -300,29 +301,35 @@ function runFree(entry: PendingFree): void {
   }
 }
 
-/** Registers a free whose callback is owed; returns its user_data id and the outcome it settles. */
+/**
+ * Registers a free that calls back; returns its user_data id and the outcome it settles. With
+ * onFree the callback is owed (it holds the event loop); without, memlife's callback only frees.
+ */
 export function registerFree(
   queue: CommandQueue,
   context: Pointer,
   allocations: SVMAllocation[],
   pointers: Pointer[],
-  onFree: SVMFreeCallback,
+  onFree: SVMFreeCallback | undefined,
 ): { id: number; outcome: CallbackOutcome } {
   const outcome = new CallbackOutcome("svmFree");
   const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, outcome });
-  owe();
+  if (onFree !== undefined) owe();
   return { id, outcome };
 }
 
 /**
  * Frees whose command waits on events, watched until their callback arrives. PoCL never calls
- * pfn_free_func, nor any event callback, when an event of the wait list failed: the allocations
- * would stay allocated and the owed callback would keep the program alive for ever. So while such
- * a free is owed, its event's status is polled; a failed command's allocations are freed here,
- * once, without onFree (it never ran), and `wait()` rejects with the command's failure.
+ * pfn_free_func, nor any event callback, when an event of the wait list failed, nor frees the
+ * memory itself when there is no pfn_free_func: the allocations would stay allocated, and an owed
+ * callback would keep the program alive for ever. So while such a free is pending, its event's
+ * status is polled; a failed command's allocations are freed here, once, without onFree (it never
+ * ran), and `wait()` rejects with the command's failure. The poll holds the event loop only while
+ * a watched free has an onFree.
  */
 const watched: { id: number; entry: PendingFree; event: Pointer }[] = [];
 let poll: ReturnType<typeof setInterval> | undefined;
+let pollHoldsLoop = false;
 const POLL_MS = 50;
 
 export function watchFailure(id: number, eventSlot: BigUint64Array): void {
@@ -331,7 +338,12 @@ export function watchFailure(id: number, eventSlot: BigUint64Array): void {
   if (entry === undefined || event === null) return;
   if (opencl().symbols.clRetainEvent(event) !== OpenCLStatus.CL_SUCCESS) return;
   watched.push({ id, entry, event });
-  poll ??= setInterval(pollFailures, POLL_MS);
+  if (poll === undefined || (!pollHoldsLoop && entry.onFree !== undefined)) {
+    clearInterval(poll);
+    poll = setInterval(pollFailures, POLL_MS);
+    pollHoldsLoop = entry.onFree !== undefined;
+    if (!pollHoldsLoop) backend.unrefTimer(poll);
+  }
 }
 
 function pollFailures(): void {
@@ -342,7 +354,7 @@ function pollFailures(): void {
     let done = pendingFrees.get(id) !== entry;
     if (!done && (infoU32("clGetEventInfo", lib.clGetEventInfo, event, EventInfo.COMMAND_EXECUTION_STATUS) | 0) < 0) {
       pendingFrees.delete(id);
-      paid();
+      if (entry.onFree !== undefined) paid();
       const free = opencl_clSVMFree();
       for (const pointer of entry.pointers) free(entry.context, pointer);
       entry.outcome.settle(false);
@@ -356,9 +368,13 @@ function pollFailures(): void {
   if (watched.length === 0) {
     clearInterval(poll);
     poll = undefined;
+  } else if (pollHoldsLoop && watched.every((w) => w.entry.onFree === undefined)) {
+    backend.unrefTimer(poll!);
+    pollHoldsLoop = false;
   }
 }
 
 export function abandonFree(id: number): void {
-  if (pendingFrees.delete(id) !== undefined) paid();
+  const entry = pendingFrees.delete(id);
+  if (entry?.onFree !== undefined) paid();
 }
