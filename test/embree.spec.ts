@@ -685,7 +685,7 @@ describe("errors and lifetimes", () => {
       }
     })();
     assert.ok(monitorDiagnostics(probe).liveDevices >= baseline + 20);
-    for (let round = 0; round < 100 && monitorDiagnostics(probe).liveDevices > baseline; round++) {
+    for (let round = 0; round < 500 && monitorDiagnostics(probe).liveDevices > baseline; round++) {
       gc();
       await sleep(20);
     }

@@ -509,7 +509,8 @@ describe("lifetimes", () => {
     const before = ctx.referenceCount;
     for (let i = 0; i < 1000; i++) ctx.createBuffer(64);
     await sleep(10); // the nursery registers survivors at the end of the turn
-    for (let i = 0; i < 5; i++) {
+    // Finalizers run from the event loop and release off the JS thread: on a busy machine, later.
+    for (let i = 0; i < 250 && ctx.referenceCount > before + 10; i++) {
       gc();
       await sleep(20);
     }

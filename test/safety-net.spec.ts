@@ -19,9 +19,9 @@ class Thing {
   }
 }
 
-/** Collects until `done()` or gives up after ~2 s: finalizers run from the event loop, later. */
+/** Collects until `done()` or gives up after ~10 s: finalizers run from the event loop, later. */
 async function collectUntil(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !done(); i++) {
+  for (let i = 0; i < 1000 && !done(); i++) {
     gc();
     await sleep(10);
   }
