@@ -178,8 +178,11 @@ export interface Backend {
   readCString(pointer: Pointer): string;
   /** The accounts for a monitor-shaped callback; at most one per process (Bun's is native). */
   memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger;
-  /** Let a `setInterval` timer run without keeping the process alive (Node and Bun return objects, Deno ids). */
-  unrefTimer(timer: ReturnType<typeof setInterval>): void;
+  /**
+   * Let a timer from `setInterval` run without keeping the process alive. Typed `unknown`: Node
+   * and Bun return objects, Deno numbers, and the declarations must not need the runtimes' types.
+   */
+  unrefTimer(timer: unknown): void;
   /**
    * Called before memlife reads the environment variable `envVar` on its way to a native call:
    * throws one error naming every runtime permission it lacks (Deno: `--allow-ffi`, `--allow-env`).

@@ -230,7 +230,9 @@ const mappedCount = new WeakMap<SVMAllocation, number>();
  * @example
  * const m = await queue.mapSVM(alloc, { access: "read" });
  * console.log(new Float32Array(m.arrayBuffer)[0]);
- * await m.unmap().wait();
+ * const unmapped = m.unmap();
+ * await unmapped.wait();
+ * unmapped.release();
  */
 export class SVMMapping {
   readonly allocation: SVMAllocation;

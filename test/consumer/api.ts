@@ -145,8 +145,12 @@ async function compute(
     const mapOptions: cl.SVMMapOptions = { access, offset: 0, size: 64 };
     const mapping: cl.SVMMapping = await queue.mapSVM(alloc, mapOptions);
     numbers.push(new Float32Array(mapping.arrayBuffer)[0] ?? 0);
-    await mapping.unmap().wait();
-    await queue.enqueueSVMFree([alloc]).wait();
+    const unmapped = mapping.unmap();
+    await unmapped.wait();
+    unmapped.release();
+    const freed = queue.enqueueSVMFree([alloc]);
+    await freed.wait();
+    freed.release();
   }
   for (const k of all) k.release();
   kernel.release();
