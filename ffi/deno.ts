@@ -276,6 +276,8 @@ function widening(raw: NativeFunction, wide: boolean[]): NativeFunction {
 
 /** memlife's `async` calls running now. */
 let asyncInFlight = 0;
+/** A library was opened: its own threads (PoCL's compiler and workers, TBB) may be running. */
+let libraryOpened = false;
 
 /**
  * Wraps a `nonblocking` symbol. Deno reads a buffer argument's address when the call starts and
@@ -324,8 +326,12 @@ function bindAsync(
  * TBB workers still use them (abort), and an uncaught exception tears the isolate down under a
  * worker that is about to call back (SIGSEGV); how often: README, "Measured facts behind the
  * code"; no upstream issue found. RTLD_NODELETE does not help: it keeps code mapped, destructors
- * run anyway. So while any async call is in flight, both ways out end the process with
- * `_exit(code)`, which runs no exit handlers. With nothing in flight Deno exits its own way.
+ * run anyway. The same holds with no call of memlife's in flight: PoCL compiles a kernel with LLVM
+ * on a worker thread at its first enqueue and runs it there, and `exit()` destroys LLVM's statics
+ * under it (SIGSEGV in 1 run of 10 that ends right after an enqueue; test/fixtures/
+ * opencl-exit-running.ts). Only the driver knows when its threads are idle, so once a library is
+ * open, both ways out end the process with `_exit(code)`, which runs no exit handlers. `unload`
+ * listeners added after memlife's latest async call or library open do not run then.
  */
 let hardExitFn: ((code: number) => void) | null | undefined;
 
@@ -346,7 +352,7 @@ function hardExit(code: number): void {
 
 /** `Deno.exit(code)` dispatches `unload` with `Deno.exitCode` already set, then calls `exit()`. */
 function onUnload(): void {
-  if (asyncInFlight > 0) hardExit(Deno.exitCode);
+  if (asyncInFlight > 0 || libraryOpened) hardExit(Deno.exitCode);
 }
 
 /**
@@ -355,7 +361,7 @@ function onUnload(): void {
  * did not, print what Deno would have printed and leave through `_exit(1)`.
  */
 function onUncaught(event: Event): void {
-  if (asyncInFlight === 0 || event.defaultPrevented) return;
+  if ((asyncInFlight === 0 && !libraryOpened) || event.defaultPrevented) return;
   event.preventDefault();
   const { error, reason } = event as Event & { error?: unknown; reason?: unknown };
   const inPromise = event.type === "unhandledrejection";
@@ -395,6 +401,8 @@ let keepLoaded: ((path: string) => void) | undefined;
 
 function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T> {
   if (options?.keepLoaded) (keepLoaded ??= keepLoader(open, readCString, Deno.build.os))(path);
+  libraryOpened = true;
+  guardExit();
   const definitions: Record<string, DenoForeignFunction> = {};
   for (const [name, def] of Object.entries(table)) {
     const parameters = def.args.map((type) => typeMap[type]);

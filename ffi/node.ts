@@ -98,6 +98,8 @@ const libc = bind(koffi.load(null), "(the process)", { _exit: libcSymbols._exit,
 /** memlife's `async` calls running now. */
 let asyncInFlight = 0;
 let callbacksMade = 0;
+/** A library was opened: its own threads (PoCL's compiler and workers, TBB) may be running. */
+let libraryOpened = false;
 
 /**
  * Ending a Node process that used native callbacks needs help, because of what follows the `exit`
@@ -111,9 +113,12 @@ let callbacksMade = 0;
  *   SVM free right as the program ends) goes through koffi's thread-safe function after Node freed
  *   it, and the process aborts instead of exiting with its own code (no upstream issue found; how
  *   often: README, "Measured facts behind the code");
- * - unloading Embree while TBB workers still run segfaults.
- * The backend cannot see which callbacks native code still owes, so once any callback exists it
- * ends the process itself at the end of the `exit` event, with `_exit` and the code Node would have
+ * - unloading Embree while TBB workers still run segfaults;
+ * - C `atexit` handlers destroy LLVM's statics while PoCL compiles a kernel with it on a worker
+ *   thread (it does so at a kernel's first enqueue) or runs one: SIGSEGV in 7 runs of 10 that end
+ *   right after an enqueue, with nothing of memlife's in flight (test/fixtures/opencl-exit-running.ts).
+ * The backend cannot see which callbacks native code still owes, nor when a driver's threads are
+ * idle, so once a library is open it ends the process itself at the end of the `exit` event, with `_exit` and the code Node would have
  * used, after running the `exit` listeners added after this one, printing a fatal exception Node
  * would have printed after the event, and writing V8 coverage (`NODE_V8_COVERAGE`) that teardown
  * would have written. Node's own stdout/stderr writes are synchronous on POSIX for files, pipes
@@ -122,7 +127,7 @@ let callbacksMade = 0;
  * Worker threads are left alone: `_exit` there would end the whole process.
  */
 function onExit(code: number): void {
-  if (asyncInFlight === 0 && callbacksMade === 0) return;
+  if (asyncInFlight === 0 && callbacksMade === 0 && !libraryOpened) return;
   const listeners = process.listeners("exit");
   for (let i = listeners.indexOf(onExit) + 1; i < listeners.length; i++) {
     try {
@@ -202,7 +207,9 @@ const keepLoaded = keepLoader(open, (pointer) => koffi.decode.string(pointer), p
 
 function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T> {
   if (options?.keepLoaded) keepLoaded(path);
-  return bind(koffi.load(path), path, table);
+  const library = bind(koffi.load(path), path, table);
+  libraryOpened = true;
+  return library;
 }
 
 function bind<T extends SymbolTable>(lib: koffi.LibraryHandle, path: string, table: T): NativeLibrary<T> {

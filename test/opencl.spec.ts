@@ -456,6 +456,26 @@ describe("threads", () => {
     assert.equal(result.timedOut, false, "the child hung");
     assert.equal(result.code, 3, result.stderr);
   });
+
+  test(
+    "a program that ends while its kernels are still compiled and run ends cleanly, 6 times per way out (child processes)",
+    async () => {
+      const expected: Record<string, number> = { plain: 0, release: 0, exit: 3, throw: 1 };
+      for (const [mode, code] of Object.entries(expected)) {
+        for (let run = 0; run < 6; run++) {
+          const result = await runScript(new URL("./fixtures/opencl-exit-running.ts", import.meta.url), [mode], {
+            timeout: 30_000,
+          });
+          const what = `${mode}, run ${run + 1}: ${result.stderr.slice(-1500)}`;
+          assert.equal(result.timedOut, false, `the child hung (${what})`);
+          assert.equal(result.signal, null, `the child died of ${result.signal} (${what})`);
+          assert.equal(result.code, code, what);
+          assert.equal(result.stdout.trim(), "ok", what);
+        }
+      }
+    },
+    120_000,
+  );
 });
 
 describe("lifetimes", () => {
