@@ -26,6 +26,7 @@
 # bench-nvidia.json, summary.txt); the summary (counts, failing tests, skips) is printed last.
 # Time: MEMLIFE_DEVICE_BUDGET_S (default 480 s) for everything; MEMLIFE_DEVICE_PASSES picks passes
 # (default "nvidia pocl bench"); MEMLIFE_DEVICE_BENCH_SET="" benches with the default sample set;
+# MEMLIFE_DEVICE_TEST_FILTER runs only the spec files whose name contains it (test/all.ts --filter);
 # MEMLIFE_DEVICE_BENCH_FILTER picks the bench cases (default "buffer"; "pipeline" for issue 13's).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -189,7 +190,8 @@ tests_pass() { # NAME PLATFORM
   { echo "== pass $name: MEMLIFE_OPENCL_PLATFORM=$platform $rt test/all.ts --runtime=$rt (limit ${limit} s)"; cat "$log.info"; } > "$log"
   rm -f "$log.info"
   local t0=$SECONDS
-  MEMLIFE_OPENCL_PLATFORM=$platform timeout -k 10 "$limit" "${run_rt[@]}" test/all.ts --runtime="$rt" --timeout=150 >> "$log" 2>&1
+  MEMLIFE_OPENCL_PLATFORM=$platform timeout -k 10 "$limit" "${run_rt[@]}" test/all.ts --runtime="$rt" --timeout=150 \
+    ${MEMLIFE_DEVICE_TEST_FILTER:+--filter="$MEMLIFE_DEVICE_TEST_FILTER"} >> "$log" 2>&1
   rc=$?
   note "pass $name (MEMLIFE_OPENCL_PLATFORM=$platform, Embree ${EMBREE_LIBRARY:+4 }${EMBREE_LIBRARY:-system}): exit $rc$([ $rc -eq 124 ] && echo ", KILLED at its ${limit} s limit") in $((SECONDS - t0)) s"
   digest "$log" | tee -a "$summary"
