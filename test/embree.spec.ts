@@ -692,3 +692,56 @@ describe("errors and lifetimes", () => {
     assert.equal(monitorDiagnostics(probe).liveDevices, baseline);
   }, 30_000);
 });
+
+describe("what the README promises about scenes (test/promises.md R47, R50, R55, R56)", () => {
+  test("the arrays given to addTriangleMesh are not kept: overwritten before the commit, the scene is unchanged", async () => {
+    using device = rtc.newDevice();
+    using scene = device.newScene();
+    const vertices = new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]);
+    const indices = new Uint32Array([0, 1, 2]);
+    scene.addTriangleMesh(vertices, indices);
+    vertices.fill(1000);
+    indices.fill(0);
+    await scene.commit();
+    const hit = scene.intersect1({ origin: [0.2, 0.2, -1], direction: [0, 0, 1] });
+    assert.equal(hit?.distance, 1);
+  });
+
+  test("during a commit, addTriangleMesh and intersect1 throw RTC_ERROR_INVALID_OPERATION; a scene released during its own commit is freed after it", async () => {
+    using device = rtc.newDevice();
+    const scene = device.newScene();
+    const { vertices, indices } = randomMesh(random(5), 200_000);
+    scene.addTriangleMesh(vertices, indices);
+    const commit = scene.commit();
+    const invalid = (e: unknown) => e instanceof EmbreeError && e.codeName === "RTC_ERROR_INVALID_OPERATION";
+    assert.throws(() => scene.addTriangleMesh(new Float32Array(9), new Uint32Array(3)), invalid);
+    assert.throws(() => scene.intersect1({ origin: [0, 0, -1], direction: [0, 0, 1] }), invalid);
+    scene.release();
+    assert.equal(scene.alive, false);
+    await commit; // the commit still completes; the native scene goes after it
+    assert.throws(() => scene.intersect1({ origin: [0, 0, -1], direction: [0, 0, 1] }), ReleasedError);
+  });
+
+  test("a budget refuses what the monitor allowed, and the monitor still saw the call", async () => {
+    using device = rtc.newDevice();
+    const seen: number[] = [];
+    device.setMemoryMonitorFunction((bytes) => {
+      seen.push(bytes);
+      return true;
+    });
+    device.setMemoryBudget(1000);
+    using scene = device.newScene();
+    const { vertices, indices } = randomMesh(random(6), 10_000);
+    const error = (() => {
+      try {
+        scene.addTriangleMesh(vertices, indices);
+      } catch (e) {
+        return e;
+      }
+    })();
+    assert.ok(error instanceof EmbreeError && error.codeName === OOM, String(error));
+    assert.ok((error as Error).cause instanceof RangeError, String((error as Error).cause));
+    assert.ok(seen.some((bytes) => bytes > 1000), `the monitor saw ${JSON.stringify(seen)}`);
+    assert.ok(device.memory.bytes <= 1000, `${device.memory.bytes} live bytes under a budget of 1000`);
+  });
+});

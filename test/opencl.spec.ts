@@ -457,6 +457,13 @@ describe("threads", () => {
     assert.equal(result.code, 3, result.stderr);
   });
 
+  test("the program's own exit listeners still run, and its exit code stands (child process)", async () => {
+    const result = await runScript(new URL("./fixtures/exit-listeners.ts", import.meta.url), [], { timeout: 30_000 });
+    assert.equal(result.timedOut, false, "the child hung");
+    assert.equal(result.code, 4, result.stderr);
+    assert.equal(result.stdout.trim(), runtime === "deno" ? "unload listener ran" : "exit listener ran with 4");
+  });
+
   test(
     "a program that ends while its kernels are still compiled and run ends cleanly, 6 times per way out (child processes)",
     async () => {
