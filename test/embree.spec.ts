@@ -722,7 +722,7 @@ describe("what the README promises about scenes (test/promises.md R47, R50, R55,
     assert.throws(() => scene.intersect1({ origin: [0, 0, -1], direction: [0, 0, 1] }), ReleasedError);
   });
 
-  test("a budget refuses what the monitor allowed, and the monitor still saw the call", async () => {
+  test("a budget refuses what the monitor allowed, and the monitor still saw the call", () => {
     using device = rtc.newDevice();
     const seen: number[] = [];
     device.setMemoryMonitorFunction((bytes) => {
