@@ -4,13 +4,13 @@
  * so they get ESM JavaScript with .d.ts; nothing is compiled on install.
  *   node .ci/build.ts
  * Steps: tsc -p tsconfig.build.json; `.ts` specifiers left in .d.ts become `.js` (tsc rewrites them
- * in JavaScript only); ffi/bun-relay.c goes next to dist/ffi/bun.js, which compiles it at run time
- * relative to itself; dist/package.json maps `#ffi` to the emitted backends, as package.json maps it
+ * in JavaScript only); ffi/bun-relay.c and ffi/ledger.c go next to dist/ffi/bun.js, which compiles
+ * them at run time relative to itself, and ffi/prebuilt/ next to dist/ffi/native-ledger.js; dist/package.json maps `#ffi` to the emitted backends, as package.json maps it
  * to the sources.
  */
 import { execFileSync } from "node:child_process";
 import process from "node:process";
-import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -37,7 +37,11 @@ for (const path of files(dist)) {
   if (rewritten !== text) writeFileSync(path, rewritten);
 }
 
+// C beside the backends that use it: bun-relay.c and the ledger.c it includes (compiled by Bun at
+// run time), and the prebuilt ledger of Deno and Node with its sources (ffi/prebuilt/build.sh).
 copyFileSync(join(root, "ffi", "bun-relay.c"), join(dist, "ffi", "bun-relay.c"));
+copyFileSync(join(root, "ffi", "ledger.c"), join(dist, "ffi", "ledger.c"));
+cpSync(join(root, "ffi", "prebuilt"), join(dist, "ffi", "prebuilt"), { recursive: true });
 
 type Targets = Record<string, string>;
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { imports: Record<string, Targets> };

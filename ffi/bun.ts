@@ -522,6 +522,7 @@ function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, pos
   const out = new Float64Array(8);
   return {
     callback: entry as unknown as Callback,
+    settlesNatively: true,
     reset(id) {
       if (h.ledger_reset(id) !== 0) {
         throw new BackendError(`${PREFIX}no memory for ledger account ${id}`, { errno: 12 });

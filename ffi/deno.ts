@@ -27,6 +27,7 @@ import type {
   Backend,
   Callback,
   CallbackDef,
+  MemoryLedger,
   NativeFunction,
   NativeLibrary,
   NativeType,
@@ -36,6 +37,7 @@ import type {
   SymbolTable,
 } from "./types.ts";
 import { jsLedger } from "./js-ledger.ts";
+import { nativeLedger, nativeLedgerPath, openNativeLedger } from "./native-ledger.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
 
@@ -96,7 +98,7 @@ interface DenoFfi {
     getCString(pointer: DenoPointer): string;
   };
   readonly exitCode: number;
-  readonly build: { readonly os: string };
+  readonly build: { readonly os: string; readonly arch: string };
   permissions: {
     querySync(descriptor: { name: "ffi" } | { name: "env"; variable: string }): { readonly state: string };
   };
@@ -539,6 +541,20 @@ function requirePermissions(envVar: string): void {
   );
 }
 
+let ledgerMade = false;
+
+/** The prebuilt native ledger where it loads (ffi/native-ledger.ts), else the JS one. One per process. */
+function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
+  if (ledgerMade) throw new RangeError(`${PREFIX}the memory ledger exists already (one per process)`);
+  const arch = Deno.build.arch === "x86_64" ? "x64" : Deno.build.arch === "aarch64" ? "arm64" : Deno.build.arch;
+  // The library's accounts and relay are process-wide, and each Worker has a ledger of its own:
+  // Workers keep theirs in JS.
+  const lib = inWorker ? null : openNativeLedger(open, nativeLedgerPath(`${Deno.build.os}-${arch}`));
+  const ledger = lib === null ? jsLedger(callback, def, forward) : nativeLedger(lib, { callback }, def, forward);
+  ledgerMade = true;
+  return ledger;
+}
+
 export const backend: Backend = {
   runtime: "deno",
   // In a Deno Worker (web or node:worker_threads, which Deno builds on web Workers) the global
@@ -552,6 +568,6 @@ export const backend: Backend = {
   fromAddress,
   arrayBuffer,
   readCString,
-  memoryLedger: (def, forward) => jsLedger(callback, def, forward),
+  memoryLedger,
   unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
 };

@@ -1,5 +1,5 @@
 /**
- * The memory ledger of Deno and Node, which run no native code of their own: every monitor call
+ * The memory ledger of Deno and Node where the prebuilt one (ffi/native-ledger.ts) is absent: every monitor call
  * reaches JS through the backend's `sync` callback, and is counted here by the rule of `settle()`
  * in ffi/bun-relay.c (Bun's ledger). test/ledger-cases.ts states that rule as data; both
  * implementations are tested against it (test/ledger.spec.ts).
@@ -31,6 +31,7 @@ export function jsLedger(
   const accounts = new Map<number, Account>();
   return {
     callback: callback(def, (id: number, bytes: number | bigint, post: boolean) => forward(id, Number(bytes), post)),
+    settlesNatively: false,
     reset: (id) => void accounts.set(id, fresh()),
     setForward() {},
     setBudget(id, budget) {

@@ -19,12 +19,14 @@ import { takeCoverage } from "node:v8";
 import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
 import { jsLedger } from "./js-ledger.ts";
+import { nativeLedger, nativeLedgerPath, openNativeLedger } from "./native-ledger.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { libcSymbols } from "./symbols/libc.ts";
 import type {
   Backend,
   Callback,
   CallbackDef,
+  MemoryLedger,
   NativeFunction,
   NativeLibrary,
   NativeType,
@@ -277,6 +279,19 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
 // Memory
 // ---------------------------------------------------------------------------------------------
 
+let ledgerMade = false;
+
+/** The prebuilt native ledger where it loads (ffi/native-ledger.ts), else the JS one. One per process. */
+function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
+  if (ledgerMade) throw new RangeError(`${PREFIX}the memory ledger exists already (one per process)`);
+  // The library's accounts and relay are process-wide, and each Worker has a ledger of its own:
+  // Workers keep theirs in JS.
+  const lib = isMainThread ? openNativeLedger(open, nativeLedgerPath(`${process.platform}-${process.arch}`)) : null;
+  const ledger = lib === null ? jsLedger(callback, def, forward) : nativeLedger(lib, { callback }, def, forward);
+  ledgerMade = true;
+  return ledger;
+}
+
 export const backend: Backend = {
   runtime: "node",
   inWorker: !isMainThread,
@@ -308,6 +323,6 @@ export const backend: Backend = {
   readCString(pointer: Pointer): string {
     return koffi.decode.string(pointer);
   },
-  memoryLedger: (def, forward) => jsLedger(callback, def, forward),
+  memoryLedger,
   unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
 };

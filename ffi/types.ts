@@ -106,15 +106,18 @@ export type Callback = { readonly __memlifeCallback: never };
 
 /**
  * Per-`user_data` memory accounts for a monitor-shaped callback `(usize id, isize bytes, bool post)
- * -> bool` (Embree's). Bun keeps them in native code (ffi/bun-relay.c, through TinyCC): while an id
- * does not forward, its calls are counted, checked against its budget and answered without
- * reaching JS at all, on any thread. Deno and Node keep them in JS (ffi/js-ledger.ts), where every
- * call forwards. A forwarded call goes to `forward` on the JS thread (delivery `sync`), which
- * answers with `apply`. test/ledger-cases.ts is the rule both follow.
+ * -> bool` (Embree's), kept in native code (ffi/ledger.c): while an id does not forward, its calls
+ * are counted, checked against its budget and answered without reaching JS at all, on any thread.
+ * Bun compiles it with TinyCC (ffi/bun-relay.c); Deno and Node load it prebuilt
+ * (ffi/native-ledger.ts) and, where it is absent, keep the accounts in JS (ffi/js-ledger.ts), where
+ * every call forwards. A forwarded call goes to `forward` on the JS thread (delivery `sync`), which
+ * answers with `apply`. test/ledger-cases.ts is the rule all of them follow.
  */
 export interface MemoryLedger {
   /** The native function to hand to the library, with the id as `user_data`. */
   readonly callback: Callback;
+  /** Whether calls of an account that does not forward are settled in native code, with no JS. */
+  readonly settlesNatively: boolean;
   /** Makes `id`'s account empty, with no budget and no forwarding (ids are reused). */
   reset(id: number): void;
   setForward(id: number, forward: boolean): void;

@@ -96,7 +96,8 @@ function settle(op: Operation): EmbreeError | null {
 const states = new IdTable<DeviceState>();
 
 /** The device accounts: native on Bun, in JS on Deno and Node (the backend's choice). */
-const accounts = trampolines.embreeMonitor((id, bytes, post) => {
+/** @internal The backend's memory ledger (made on first use): for src/embree/diagnostics.ts. */
+export const accounts = trampolines.embreeMonitor((id, bytes, post) => {
   const state = states.get(id);
   return state === undefined ? true : state.onMonitor(bytes, post);
 });
@@ -136,8 +137,8 @@ export class DeviceState {
    * Installs the error function on a new device, and the monitor only if `accounting` is asked for:
    * with it installed, each allocation of a commit is a round trip from a TBB worker to the JS
    * thread, which makes commits several times slower (README, "Measured facts behind the code").
-   * A device nobody watches commits at the raw FFI's speed; Bun's native ledger spares even
-   * accounting and budget the round trip.
+   * A device nobody watches commits at the raw FFI's speed; a native ledger (Bun's, and Deno's and
+   * Node's prebuilt one) spares even accounting and budget the round trip.
    */
   constructor(handle: Pointer, accounting: boolean) {
     this.id = states.add(this);

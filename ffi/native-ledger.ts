@@ -1,0 +1,97 @@
+/**
+ * The memory ledger of Deno and Node when the prebuilt library is there: ffi/ledger.c (Bun's own
+ * ledger, the same file) built ahead of time into ffi/prebuilt/<os>-<arch>/libmemlife-ledger.so by
+ * ffi/prebuilt/build.sh. The calls of an account that does not forward (a device with a budget or
+ * accounting but no JS monitor) are then settled in C on the thread that allocates, with no round
+ * trip to the JS thread. Where the library is absent (another platform, a JSR import, whose files
+ * are not on disk) or cannot be opened (Deno's `--allow-ffi` limited to other paths), the backend
+ * uses ffi/js-ledger.ts instead.
+ */
+import { BackendError } from "./errors.ts";
+import type {
+  Backend,
+  Callback,
+  CallbackDef,
+  LedgerFigures,
+  MemoryLedger,
+  NativeLibrary,
+  OpenOptions,
+  Pointer,
+  SymbolTable,
+} from "./types.ts";
+
+export const nativeLedgerSymbols = {
+  ledger_init: { args: ["fn"], returns: "ptr" },
+  ledger_reset: { args: ["u32"], returns: "i32" },
+  ledger_set_forward: { args: ["u32", "i32"], returns: "void" },
+  ledger_set_budget: { args: ["u32", "i32", "f64"], returns: "void" },
+  ledger_apply: { args: ["u32", "f64", "i32", "i32"], returns: "i32" },
+  ledger_read: { args: ["u32", "buffer"], returns: "void" },
+  ledger_source_hash: { args: [], returns: "ptr" },
+} as const satisfies SymbolTable;
+
+/** Where the library for `platform` (`linux-x64`, `linux-arm64`) is, or null when not on disk. */
+export function nativeLedgerPath(platform: string): string | null {
+  const url = new URL(`./prebuilt/${platform}/libmemlife-ledger.so`, import.meta.url);
+  return url.protocol === "file:" ? decodeURIComponent(url.pathname) : null;
+}
+
+/** The library, or null where it is absent or cannot be opened. */
+export function openNativeLedger(
+  open: <T extends SymbolTable>(path: string, table: T, options?: OpenOptions) => NativeLibrary<T>,
+  path: string | null,
+): NativeLibrary<typeof nativeLedgerSymbols> | null {
+  if (path === null) return null;
+  try {
+    return open(path, nativeLedgerSymbols);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The ledger over the opened library. `relay` is the backend's callback with the monitor's
+ * signature, to which forwarded calls go; it also answers them with `apply`. One per process: the
+ * library has one relay.
+ */
+export function nativeLedger(
+  lib: NativeLibrary<typeof nativeLedgerSymbols>,
+  backend: Pick<Backend, "callback">,
+  def: CallbackDef,
+  forward: (id: number, bytes: number, post: boolean) => boolean,
+): MemoryLedger {
+  const h = lib.symbols;
+  const relay = backend.callback(
+    def,
+    ((id: number | bigint, bytes: number | bigint, post: boolean) => forward(Number(id), Number(bytes), post)) as (
+      ...args: never[]
+    ) => unknown,
+  );
+  const entry = h.ledger_init(relay) as Pointer;
+  const out = new Float64Array(8);
+  return {
+    callback: entry as unknown as Callback,
+    settlesNatively: true,
+    reset(id) {
+      if (h.ledger_reset(id) !== 0) {
+        throw new BackendError(`memlife: no memory for ledger account ${id}`, { errno: 12 });
+      }
+    },
+    setForward: (id, on) => h.ledger_set_forward(id, on ? 1 : 0),
+    setBudget: (id, budget) => h.ledger_set_budget(id, budget === null ? 0 : 1, budget ?? 0),
+    apply: (id, bytes, post, answer) => h.ledger_apply(id, bytes, post ? 1 : 0, answer ? 1 : 0),
+    read(id): LedgerFigures {
+      h.ledger_read(id, out);
+      return {
+        bytes: out[0],
+        peak: out[1],
+        calls: out[2],
+        denied: out[3],
+        budgetDenied: out[4],
+        native: out[5],
+        lastRefused: out[6],
+        lastRefusedLive: out[7],
+      };
+    },
+  };
+}
