@@ -21,11 +21,11 @@ import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
 import { BackendError } from "./errors.ts";
 import { keepLoader } from "./keep-loaded.ts";
+import { type LedgerCalls, nativeLedger } from "./native-ledger.ts";
 import type {
   Backend,
   Callback,
   CallbackDef,
-  LedgerFigures,
   MemoryLedger,
   NativeFunction,
   NativeLibrary,
@@ -124,7 +124,8 @@ const helperSymbols = {
 } as const satisfies Record<string, FFIFunction>;
 
 /** bun-relay.c as JS sees it (bun-types cannot infer these from the table above). */
-interface Helpers {
+/** bun-relay.c's functions, and the ledger.c it includes (whose `ledger_init` takes a relay trampoline). */
+interface Helpers extends LedgerCalls {
   memlife_init(done: number | null): void;
   /** The symbol's address is all we use: each async binding types its own CFunction over it. */
   async_submit: { readonly ptr: number };
@@ -141,12 +142,6 @@ interface Helpers {
   ): number | null;
   relay_answer(request: number, word: number): void;
   relay_count(which: number): number;
-  ledger_init(relay: number): number;
-  ledger_reset(id: number): number;
-  ledger_set_forward(id: number, forward: number): void;
-  ledger_set_budget(id: number, hasBudget: number, budget: number): void;
-  ledger_apply(id: number, bytes: number, post: number, answer: number): number;
-  ledger_read(id: number, out: Float64Array): void;
 }
 
 interface PendingCall {
@@ -510,41 +505,9 @@ let ledgerMade = false;
  */
 function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
   if (ledgerMade) throw new RangeError(`${PREFIX}the memory ledger exists already (one per process)`);
-  const h = native();
-  const relay = callback(
-    def,
-    ((id: number | bigint, bytes: number | bigint, post: boolean) => forward(Number(id), Number(bytes), post)) as (
-      ...args: never[]
-    ) => unknown,
-  );
-  const entry = h.ledger_init(relay as unknown as number);
+  const ledger = nativeLedger(native(), { callback }, def, forward);
   ledgerMade = true;
-  const out = new Float64Array(8);
-  return {
-    callback: entry as unknown as Callback,
-    settlesNatively: true,
-    reset(id) {
-      if (h.ledger_reset(id) !== 0) {
-        throw new BackendError(`${PREFIX}no memory for ledger account ${id}`, { errno: 12 });
-      }
-    },
-    setForward: (id, on) => h.ledger_set_forward(id, on ? 1 : 0),
-    setBudget: (id, budget) => h.ledger_set_budget(id, budget === null ? 0 : 1, budget ?? 0),
-    apply: (id, bytes, post, answer) => h.ledger_apply(id, bytes, post ? 1 : 0, answer ? 1 : 0),
-    read(id): LedgerFigures {
-      h.ledger_read(id, out);
-      return {
-        bytes: out[0],
-        peak: out[1],
-        calls: out[2],
-        denied: out[3],
-        budgetDenied: out[4],
-        native: out[5],
-        lastRefused: out[6],
-        lastRefusedLive: out[7],
-      };
-    },
-  };
+  return ledger;
 }
 
 // ---------------------------------------------------------------------------- memory

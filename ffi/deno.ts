@@ -550,7 +550,9 @@ function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, pos
   // The library's accounts and relay are process-wide, and each Worker has a ledger of its own:
   // Workers keep theirs in JS.
   const lib = inWorker ? null : openNativeLedger(open, nativeLedgerPath(`${Deno.build.os}-${arch}`));
-  const ledger = lib === null ? jsLedger(callback, def, forward) : nativeLedger(lib, { callback }, def, forward);
+  const ledger = lib === null
+    ? jsLedger(callback, def, forward)
+    : nativeLedger(lib.symbols, { callback }, def, forward);
   ledgerMade = true;
   return ledger;
 }

@@ -16,7 +16,6 @@ import type {
   MemoryLedger,
   NativeLibrary,
   OpenOptions,
-  Pointer,
   SymbolTable,
 } from "./types.ts";
 
@@ -49,25 +48,34 @@ export function openNativeLedger(
   }
 }
 
+/** The C functions of ffi/ledger.c, as a backend binds them (Bun: from bun-relay.c; Deno, Node: the library). */
+export interface LedgerCalls {
+  ledger_init(relay: Callback): unknown;
+  ledger_reset(id: number): number;
+  ledger_set_forward(id: number, forward: number): void;
+  ledger_set_budget(id: number, hasBudget: number, budget: number): void;
+  ledger_apply(id: number, bytes: number, post: number, answer: number): number;
+  ledger_read(id: number, out: Float64Array): void;
+}
+
 /**
- * The ledger over the opened library. `relay` is the backend's callback with the monitor's
- * signature, to which forwarded calls go; it also answers them with `apply`. One per process: the
- * library has one relay.
+ * The ledger over ffi/ledger.c's functions `h`. Forwarded calls go to `backend.callback(def)`,
+ * which calls `forward` on the JS thread; JS answers them with `apply`. One per process: the C
+ * side has one relay.
  */
 export function nativeLedger(
-  lib: NativeLibrary<typeof nativeLedgerSymbols>,
+  h: LedgerCalls,
   backend: Pick<Backend, "callback">,
   def: CallbackDef,
   forward: (id: number, bytes: number, post: boolean) => boolean,
 ): MemoryLedger {
-  const h = lib.symbols;
   const relay = backend.callback(
     def,
     ((id: number | bigint, bytes: number | bigint, post: boolean) => forward(Number(id), Number(bytes), post)) as (
       ...args: never[]
     ) => unknown,
   );
-  const entry = h.ledger_init(relay) as Pointer;
+  const entry = h.ledger_init(relay);
   const out = new Float64Array(8);
   return {
     callback: entry as unknown as Callback,

@@ -287,7 +287,9 @@ function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, pos
   // The library's accounts and relay are process-wide, and each Worker has a ledger of its own:
   // Workers keep theirs in JS.
   const lib = isMainThread ? openNativeLedger(open, nativeLedgerPath(`${process.platform}-${process.arch}`)) : null;
-  const ledger = lib === null ? jsLedger(callback, def, forward) : nativeLedger(lib, { callback }, def, forward);
+  const ledger = lib === null
+    ? jsLedger(callback, def, forward)
+    : nativeLedger(lib.symbols, { callback }, def, forward);
   ledgerMade = true;
   return ledger;
 }
