@@ -696,7 +696,7 @@ describe("errors and lifetimes", () => {
   }, 30_000);
 });
 
-describe("what the README promises about scenes (test/promises.md R47, R50, R55, R56)", () => {
+describe("what the README promises about scenes (test/promises.md R47, R50, R54, R55, R56)", () => {
   test("the arrays given to addTriangleMesh are not kept: overwritten before the commit, the scene is unchanged", async () => {
     using device = rtc.newDevice();
     using scene = device.newScene();
@@ -724,6 +724,42 @@ describe("what the README promises about scenes (test/promises.md R47, R50, R55,
     await commit; // the commit still completes; the native scene goes after it
     assert.throws(() => scene.intersect1({ origin: [0, 0, -1], direction: [0, 0, 1] }), ReleasedError);
   });
+
+  test(
+    "60 devices committing at once (budgets, monitors, refusals); releases during the others' commits: memory catches up to 0 (R54)",
+    async () => {
+      const { vertices, indices } = randomMesh(random(7), 5_000);
+      const devices = Array.from({ length: 60 }, (_, i) => {
+        const device = rtc.newDevice("threads=2");
+        if (i % 3 === 0) device.setMemoryBudget(i % 2 === 0 ? 1000 : 1 << 30);
+        else if (i % 3 === 1) device.setMemoryMonitorFunction(() => true);
+        return device;
+      });
+      try {
+        const results = await Promise.allSettled(devices.map(async (device) => {
+          const scene = device.newScene();
+          try {
+            scene.addTriangleMesh(vertices, indices);
+            await scene.commit();
+          } finally {
+            scene.release(); // while other devices' commits are in flight: off the JS thread
+          }
+        }));
+        const refused = results.flatMap((r, i) => r.status === "rejected" ? [i] : []);
+        assert.deepEqual(
+          refused,
+          devices.flatMap((_, i) => i % 6 === 0 ? [i] : []),
+          "exactly the 1000-byte budgets refuse",
+        );
+        const held = () => devices.filter((d) => d.memory.accounting && d.memory.bytes !== 0).length;
+        for (let i = 0; i < 500 && held() > 0; i++) await sleep(10);
+        assert.equal(held(), 0, "every released scene's memory came back");
+      } finally {
+        for (const device of devices) device.release();
+      }
+    },
+    60_000,
+  );
 
   test("a budget refuses what the monitor allowed, and the monitor still saw the call", () => {
     using device = rtc.newDevice();

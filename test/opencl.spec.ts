@@ -486,6 +486,29 @@ describe("threads", () => {
 });
 
 describe("lifetimes", () => {
+  test("a buffer with a destructor callback dropped without release() is held: GC neither collects it nor calls back (README, Lifetimes)", async () => {
+    const local = cl.createContext();
+    let called = 0;
+    let weak: WeakRef<cl.Buffer> | undefined;
+    (() => {
+      const buf = local.createBuffer(4096);
+      buf.setDestructorCallback(() => void called++);
+      weak = new WeakRef(buf);
+    })();
+    for (let i = 0; i < 10; i++) {
+      gc();
+      await sleep(10);
+    }
+    const buf = weak!.deref();
+    assert.ok(buf !== undefined, "the dropped buffer was collected");
+    assert.equal(called, 0, "its destructor callback ran without a release");
+    assert.equal(local.liveObjects, 1);
+    buf.release();
+    await withTimeout(buf.destroyed, 10_000, "destroyed");
+    assert.equal(called, 1);
+    local.release();
+  });
+
   test("a hostPtr use buffer keeps its memory through forced GC until destroyed", async () => {
     let buf: cl.Buffer | undefined;
     let weak: WeakRef<Uint8Array>;
