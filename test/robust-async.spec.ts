@@ -65,6 +65,14 @@ describe("objects a pending operation uses stay alive natively", () => {
     },
     30_000,
   );
+
+  test(
+    "a program that ends while SVM frees without onFree wait on a running kernel ends cleanly, 5 times (child processes)",
+    async () => {
+      for (let i = 0; i < 5; i++) await expectOk("failed-svm-free-quiet.ts", ["exit", "20000"], 20_000);
+    },
+    120_000,
+  );
 });
 
 describe("many asynchronous calls at once", () => {
