@@ -27,7 +27,6 @@ import type {
   Backend,
   Callback,
   CallbackDef,
-  MemoryLedger,
   NativeFunction,
   NativeLibrary,
   NativeType,
@@ -36,8 +35,7 @@ import type {
   SymbolDef,
   SymbolTable,
 } from "./types.ts";
-import { jsLedger } from "./js-ledger.ts";
-import { nativeLedger, nativeLedgerPath, openNativeLedger } from "./native-ledger.ts";
+import { ledgerMaker, nativeLedgerPath } from "./native-ledger.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
 
@@ -354,7 +352,7 @@ function hardExit(code: number): void {
 
 /** `Deno.exit(code)` dispatches `unload` with `Deno.exitCode` already set, then calls `exit()`. */
 function onUnload(): void {
-  if (asyncInFlight > 0 || libraryOpened) hardExit(Deno.exitCode);
+  if (libraryOpened) hardExit(Deno.exitCode);
 }
 
 /**
@@ -363,7 +361,7 @@ function onUnload(): void {
  * did not, print what Deno would have printed and leave through `_exit(1)`.
  */
 function onUncaught(event: Event): void {
-  if ((asyncInFlight === 0 && !libraryOpened) || event.defaultPrevented) return;
+  if (!libraryOpened || event.defaultPrevented) return;
   event.preventDefault();
   const { error, reason } = event as Event & { error?: unknown; reason?: unknown };
   const inPromise = event.type === "unhandledrejection";
@@ -541,20 +539,11 @@ function requirePermissions(envVar: string): void {
   );
 }
 
-let ledgerMade = false;
-
-/** The prebuilt native ledger where it loads (ffi/native-ledger.ts), else the JS one. One per process. */
-function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
-  if (ledgerMade) throw new RangeError(`${PREFIX}the memory ledger exists already (one per process)`);
+/** Where Deno's native ledger would be: `linux-x64`, `linux-arm64`, … (Node's names for them). */
+function ledgerPath(): string | null {
+  if (inWorker) return null;
   const arch = Deno.build.arch === "x86_64" ? "x64" : Deno.build.arch === "aarch64" ? "arm64" : Deno.build.arch;
-  // The library's accounts and relay are process-wide, and each Worker has a ledger of its own:
-  // Workers keep theirs in JS.
-  const lib = inWorker ? null : openNativeLedger(open, nativeLedgerPath(`${Deno.build.os}-${arch}`));
-  const ledger = lib === null
-    ? jsLedger(callback, def, forward)
-    : nativeLedger(lib.symbols, { callback }, def, forward);
-  ledgerMade = true;
-  return ledger;
+  return nativeLedgerPath(`${Deno.build.os}-${arch}`);
 }
 
 export const backend: Backend = {
@@ -570,6 +559,7 @@ export const backend: Backend = {
   fromAddress,
   arrayBuffer,
   readCString,
-  memoryLedger,
+  // Workers keep a JS ledger (ffi/native-ledger.ts says why).
+  memoryLedger: ledgerMaker(open, callback, ledgerPath),
   unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
 };

@@ -8,6 +8,7 @@
  * uses ffi/js-ledger.ts instead.
  */
 import { BackendError } from "./errors.ts";
+import { jsLedger } from "./js-ledger.ts";
 import type {
   Backend,
   Callback,
@@ -101,5 +102,28 @@ export function nativeLedger(
         lastRefusedLive: out[7],
       };
     },
+  };
+}
+
+/**
+ * `Backend.memoryLedger` for Deno and Node: the library at `path()` where it opens, else the JS
+ * ledger. `path()` gives null in a Worker: the library's accounts and relay are process-wide, and
+ * each Worker has a ledger of its own. Asked on first use only: a backend module must load
+ * anywhere (src/backend.ts reports a mismatch). One ledger per process (per Worker), as on Bun.
+ */
+export function ledgerMaker(
+  open: <T extends SymbolTable>(path: string, table: T, options?: OpenOptions) => NativeLibrary<T>,
+  callback: Backend["callback"],
+  path: () => string | null,
+): Backend["memoryLedger"] {
+  let made = false;
+  return (def, forward) => {
+    if (made) throw new RangeError("memlife: the memory ledger exists already (one per process)");
+    const lib = openNativeLedger(open, path());
+    const ledger = lib === null
+      ? jsLedger(callback, def, forward)
+      : nativeLedger(lib.symbols, { callback }, def, forward);
+    made = true;
+    return ledger;
   };
 }

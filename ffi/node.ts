@@ -18,15 +18,13 @@ import { inspect } from "node:util";
 import { takeCoverage } from "node:v8";
 import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
-import { jsLedger } from "./js-ledger.ts";
-import { nativeLedger, nativeLedgerPath, openNativeLedger } from "./native-ledger.ts";
+import { ledgerMaker, nativeLedgerPath } from "./native-ledger.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { libcSymbols } from "./symbols/libc.ts";
 import type {
   Backend,
   Callback,
   CallbackDef,
-  MemoryLedger,
   NativeFunction,
   NativeLibrary,
   NativeType,
@@ -97,10 +95,10 @@ function cType(type: NativeType): string {
 // The process itself: libc is in its global scope, whichever libc it is.
 const libc = bind(koffi.load(null), "(the process)", { _exit: libcSymbols._exit, fflush: libcSymbols.fflush });
 
-/** memlife's `async` calls running now. */
-let asyncInFlight = 0;
-let callbacksMade = 0;
-/** A library was opened: its own threads (PoCL's compiler and workers, TBB) may be running. */
+/**
+ * A library was opened: its own threads (PoCL's compiler and workers, TBB) may be running, and
+ * native code may hold callbacks or run async calls (each needs a library first).
+ */
 let libraryOpened = false;
 
 /**
@@ -120,8 +118,8 @@ let libraryOpened = false;
  *   thread (it does so at a kernel's first enqueue) or runs one: SIGSEGV in 7 runs of 10 that end
  *   right after an enqueue, with nothing of memlife's in flight (test/fixtures/opencl-exit-running.ts).
  * The backend cannot see which callbacks native code still owes, nor when a driver's threads are
- * idle, so once a library is open it ends the process itself at the end of the `exit` event, with `_exit` and the code Node would have
- * used, after running the `exit` listeners added after this one, printing a fatal exception Node
+ * idle, so once a library is open it ends the process itself at the end of the `exit` event, with
+ * `_exit` and the code Node would have used, after running the `exit` listeners added after this one, printing a fatal exception Node
  * would have printed after the event, and writing V8 coverage (`NODE_V8_COVERAGE`) that teardown
  * would have written. Node's own stdout/stderr writes are synchronous on POSIX for files, pipes
  * and terminals, so they are out already. What is lost is the rest of teardown: `--cpu-prof` and
@@ -129,7 +127,7 @@ let libraryOpened = false;
  * Worker threads are left alone: `_exit` there would end the whole process.
  */
 function onExit(code: number): void {
-  if (asyncInFlight === 0 && callbacksMade === 0 && !libraryOpened) return;
+  if (!libraryOpened) return;
   const listeners = process.listeners("exit");
   for (let i = listeners.indexOf(onExit) + 1; i < listeners.length; i++) {
     try {
@@ -188,12 +186,10 @@ function startAsync(native: KoffiFunction, args: unknown[]): Promise<unknown> {
     const done = (error: unknown, result: unknown): void => {
       if (!running) return;
       running = false;
-      asyncInFlight--;
       args.length = 0;
       if (error) reject(error);
       else resolve(result);
     };
-    asyncInFlight++;
     try {
       // A bad argument makes koffi call `done` with the error before returning; a full queue
       // ("Too many asynchronous calls are running", which asyncQueue keeps from happening)
@@ -267,7 +263,6 @@ function normalized(def: CallbackDef, fn: (...args: never[]) => unknown): (...ar
 
 function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
   const proto = koffi.proto(cType(def.returns), def.args.map(cType));
-  callbacksMade++;
   // Registered for the whole process and never unregistered: koffi reuses a freed slot for the
   // next registration, so a native caller holding the old address would run an unrelated
   // callback (no upstream issue found: koffi documents unregister, not the reuse). koffi has 8192
@@ -278,21 +273,6 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
 // ---------------------------------------------------------------------------------------------
 // Memory
 // ---------------------------------------------------------------------------------------------
-
-let ledgerMade = false;
-
-/** The prebuilt native ledger where it loads (ffi/native-ledger.ts), else the JS one. One per process. */
-function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, post: boolean) => boolean): MemoryLedger {
-  if (ledgerMade) throw new RangeError(`${PREFIX}the memory ledger exists already (one per process)`);
-  // The library's accounts and relay are process-wide, and each Worker has a ledger of its own:
-  // Workers keep theirs in JS.
-  const lib = isMainThread ? openNativeLedger(open, nativeLedgerPath(`${process.platform}-${process.arch}`)) : null;
-  const ledger = lib === null
-    ? jsLedger(callback, def, forward)
-    : nativeLedger(lib.symbols, { callback }, def, forward);
-  ledgerMade = true;
-  return ledger;
-}
 
 export const backend: Backend = {
   runtime: "node",
@@ -325,6 +305,11 @@ export const backend: Backend = {
   readCString(pointer: Pointer): string {
     return koffi.decode.string(pointer);
   },
-  memoryLedger,
+  // Workers keep a JS ledger (ffi/native-ledger.ts says why).
+  memoryLedger: ledgerMaker(
+    open,
+    callback,
+    () => isMainThread ? nativeLedgerPath(`${process.platform}-${process.arch}`) : null,
+  ),
   unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
 };
