@@ -253,12 +253,23 @@ export class SafetyNet<H> {
       this.#promote();
     }, 0);
   }
-  /** Called on explicit release of an object that may already be registered. */
+  /**
+   * Called on explicit release of an object that may already be registered. The object added last
+   * leaves the nursery at once: create, use, release (and `using`, which releases in reverse order)
+   * then never fill it, so no promotion pass walks past objects that are gone.
+   */
   remove(object: Finalizable<H>): void {
-    if (object[inRegistry]) {
-      object[inRegistry] = false;
-      this.#registry.unregister(object);
-    }
+    if (object[inRegistry]) this.#unregister(object);
+    else if (this.#count > 0 && this.#nursery[this.#count - 1] === object) this.#dropLast();
+  }
+  #unregister(object: Finalizable<H>): void {
+    object[inRegistry] = false;
+    this.#registry.unregister(object);
+  }
+  #dropLast(): void {
+    const last = --this.#count;
+    this.#nursery[last] = undefined;
+    if (this.#held !== undefined) this.#held[last] = undefined;
   }
   /** A full nursery is promoted at once but leaves the pending timer be: one timer per turn, not per 256 objects. */
   #promote(): void {

@@ -54,6 +54,38 @@ describe("SafetyNet", () => {
     assert.deepEqual(new Set(finalized), expected);
   });
 
+  test("an object released while it is the last one added leaves the nursery at once, its held value with it; one released out of order is skipped at promotion", async () => {
+    const finalized: string[] = [];
+    const net = new SafetyNet<string>((held) => finalized.push(held));
+    (() => {
+      const a = new Thing(1);
+      net.add(a);
+      const b = new Thing(2);
+      net.add(b, "held 2");
+      const c = new Thing(3);
+      net.add(c, "held 3");
+      b.alive = false;
+      net.remove(b); // not the last one added: stays until promotion, which skips it
+      c.alive = false;
+      net.remove(c); // the last one: its slot and held value are free again
+      const d = new Thing(4);
+      net.add(d); // takes c's slot: must finalize with its own state, not "held 3"
+      // 600 more create + release pairs: the nursery never fills, nothing of theirs is registered.
+      for (let i = 0; i < 600; i++) {
+        const t = new Thing(100 + i);
+        net.add(t, i % 2 === 0 ? `held ${100 + i}` : undefined);
+        t.alive = false;
+        net.remove(t);
+      }
+      const e = new Thing(5);
+      net.add(e);
+    })();
+    await sleep(5);
+    await collectUntil(() => finalized.length >= 3);
+    await sleep(20);
+    assert.deepEqual(finalized.sort(), ["state 1", "state 4", "state 5"]);
+  });
+
   test("an object released after it was registered is unregistered and never finalized", async () => {
     const finalized: string[] = [];
     const net = new SafetyNet<string>((held) => finalized.push(held));

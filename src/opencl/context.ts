@@ -155,8 +155,14 @@ export class Context {
       if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
       return new Buffer(this, handle, sizeOrData, MemFlags.READ_WRITE, null);
     }
+    return this.#createBufferFrom(context, sizeOrData, options);
+  }
+
+  // Out of line so that V8 can inline createBuffer's usual path with the Buffer constructor into
+  // the caller: inlining a function costs its whole bytecode against a budget (Deno, bench/parts.ts).
+  #createBufferFrom(context: Pointer, sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
     const { flags, size, data } = bufferArguments(sizeOrData, options);
-    if (data !== null) void data.buffer; // an on-heap typed array must get stable memory before its pointer is taken
+    // (bufferArguments read data.buffer: an on-heap typed array has stable memory for its pointer now.)
     const handle = symbols.clCreateBuffer(context, flags, size, data, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
     return new Buffer(this, handle, size, flags, data);
