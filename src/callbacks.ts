@@ -233,25 +233,23 @@ export class SafetyNet<H> {
     this.#registry = new FinalizationRegistry(finalize);
   }
   add(object: Finalizable<H>, held?: H): void {
-    const i = this.#count;
-    // Most objects give their state on demand ([finalizerState]): only the others touch #held.
-    if (held !== undefined) this.#hold(i, held);
+    const i = this.#count++;
     this.#nursery[i] = object;
-    this.#count = i + 1;
-    if (i + 1 >= NURSERY_SIZE) this.#promote();
-    else if (!this.#scheduled) this.#schedule();
+    // Most objects give their state on demand ([finalizerState]): only the others touch #held.
+    if (held !== undefined || i + 1 === NURSERY_SIZE || !this.#scheduled) this.#addRarely(i, held);
   }
   // The cold paths of `add`, out of line: what V8 inlines of `add` into a constructor counts against
-  // its budget for inlining that constructor's caller (bench/parts.ts, Deno).
-  #hold(i: number, held: H): void {
-    (this.#held ??= new Array<H | undefined>(NURSERY_SIZE).fill(undefined))[i] = held;
-  }
-  #schedule(): void {
-    this.#scheduled = true;
-    setTimeout(() => {
-      this.#scheduled = false;
-      this.#promote();
-    }, 0);
+  // its budget for inlining that constructor's caller (see Context.createBuffer).
+  #addRarely(i: number, held: H | undefined): void {
+    if (held !== undefined) (this.#held ??= new Array<H | undefined>(NURSERY_SIZE).fill(undefined))[i] = held;
+    if (i + 1 === NURSERY_SIZE) this.#promote();
+    else if (!this.#scheduled) {
+      this.#scheduled = true;
+      setTimeout(() => {
+        this.#scheduled = false;
+        this.#promote();
+      }, 0);
+    }
   }
   /**
    * Called on explicit release of an object that may already be registered. The object added last
@@ -259,15 +257,19 @@ export class SafetyNet<H> {
    * then never fill it, so no promotion pass walks past objects that are gone.
    */
   remove(object: Finalizable<H>): void {
+    // Two calls, so that `remove` itself stays small: V8 counts what it inlines into a release()
+    // against the budget for inlining that release() into its caller.
     if (object[inRegistry]) this.#unregister(object);
-    else if (this.#count > 0 && this.#nursery[this.#count - 1] === object) this.#dropLast();
+    else this.#leaveNursery(object);
   }
   #unregister(object: Finalizable<H>): void {
     object[inRegistry] = false;
     this.#registry.unregister(object);
   }
-  #dropLast(): void {
-    const last = --this.#count;
+  #leaveNursery(object: Finalizable<H>): void {
+    const last = this.#count - 1;
+    if (last < 0 || this.#nursery[last] !== object) return;
+    this.#count = last;
     this.#nursery[last] = undefined;
     if (this.#held !== undefined) this.#held[last] = undefined;
   }

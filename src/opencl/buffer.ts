@@ -207,12 +207,15 @@ export class Buffer {
     this.size = size;
     this.flags = flags;
     context[adoptChild]();
-    if (hostMemory !== null && (flags & MemFlags.USE_HOST_PTR) !== 0) {
-      // The view must stay alive until the native side lets go, not until release().
-      this.#watch().hostMemory = hostMemory;
-    } else {
-      net.add(this);
-    }
+    if (hostMemory === null) net.add(this);
+    else this.#holdHostMemory(hostMemory);
+  }
+
+  // Out of line: the constructor stays small enough for V8 to inline (see Context.createBuffer).
+  #holdHostMemory(hostMemory: ArrayBufferView): void {
+    // A `hostPtr: "use"` view must stay alive until the native side lets go, not until release().
+    if ((this.flags & MemFlags.USE_HOST_PTR) !== 0) this.#watch().hostMemory = hostMemory;
+    else net.add(this);
   }
 
   [finalizerState](): { handle: Pointer; context: Context } {
@@ -338,27 +341,29 @@ export class Buffer {
   release(): void {
     const handle = this.#handle;
     if (handle === null) return;
+    if (this.#refs !== 1 || this.#destructor !== undefined) return this.#releaseOther(handle);
+    // The usual release: the last reference, no destructor callback, so nothing can call back into
+    // JS during it and the unguarded binding may keep Deno's fast call (0.25 us less per buffer).
+    this.#handle = null; // #refs stays 1: nothing reads it once the handle is gone
+    net.remove(this);
+    const status = unguarded.clReleaseMemObject(handle);
+    this.context[disownChild]();
+    if (status !== 0) check("clReleaseMemObject", status);
+  }
+
+  // Out of line: the usual release stays small enough for V8 to inline with createBuffer into the
+  // caller (see Context.createBuffer).
+  #releaseOther(handle: Pointer): void {
     const last = --this.#refs === 0;
     if (last) {
       this.#handle = null;
       net.remove(this);
     }
     const entry = this.#destructor;
-    if (entry !== undefined) return this.#releaseWatched(handle, last, entry);
-    // With no destructor callback registered nothing can call back into JS during the release,
-    // so the unguarded binding may keep Deno's fast call (0.25 us less per buffer).
-    const status = unguarded.clReleaseMemObject(handle);
+    const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
     if (last) this.context[disownChild]();
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
-  }
-
-  // Out of line: the usual release (no destructor callback) stays small enough for V8 to inline
-  // it with createBuffer into the caller (Deno, bench/parts.ts).
-  #releaseWatched(handle: Pointer, last: boolean, entry: Destructor): void {
-    const status = symbols.clReleaseMemObject(handle);
-    if (last) this.context[disownChild]();
-    if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
-    if (last && !entry.delivered) {
+    if (last && entry !== undefined && !entry.delivered) {
       // Delivered later (a driver thread, or a command still using it): keep the program alive.
       entry.owed = true;
       owe();

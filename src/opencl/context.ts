@@ -87,6 +87,11 @@ export function defaultDevice(): Device {
  * using ctx = cl.createContext();
  * const buf = ctx.createBuffer(4096);
  */
+/** A size in bytes createBuffer takes as it is (small enough for V8 to inline without counting it). */
+function isByteCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 1;
+}
+
 export class Context {
   #handle: Pointer | null;
   #refs = 1;
@@ -147,19 +152,17 @@ export class Context {
     const context = this[liveHandle]();
     // The usual call, a size alone, checked in place: bufferArguments costs 4–15 ns per buffer on
     // Deno and 10–20 on Node (bench/parts.ts), up to a tenth of the native create + release.
-    if (
-      options === undefined && typeof sizeOrData === "number" && Number.isInteger(sizeOrData) && sizeOrData >= 1 &&
-      sizeOrData <= Number.MAX_SAFE_INTEGER
-    ) {
-      const handle = symbols.clCreateBuffer(context, MemFlags.READ_WRITE, sizeOrData, null, errcode) as Pointer | null;
-      if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
-      return new Buffer(this, handle, sizeOrData, MemFlags.READ_WRITE, null);
-    }
-    return this.#createBufferFrom(context, sizeOrData, options);
+    if (options !== undefined || !isByteCount(sizeOrData)) return this.#createBufferFrom(context, sizeOrData, options);
+    const handle = symbols.clCreateBuffer(context, MemFlags.READ_WRITE, sizeOrData, null, errcode) as Pointer | null;
+    if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
+    return new Buffer(this, handle, sizeOrData, MemFlags.READ_WRITE, null);
   }
 
-  // Out of line so that V8 can inline createBuffer's usual path with the Buffer constructor into
-  // the caller: inlining a function costs its whole bytecode against a budget (Deno, bench/parts.ts).
+  // Out of line, as the size test is, so that V8 can inline createBuffer's usual path with the
+  // Buffer constructor and release() into the caller: TurboFan inlines at most 920 bytes of
+  // bytecode into one function (`--max-inlined-bytecode-size-cumulative`), and a function under
+  // 28 bytes for free. Over it, create + release of a buffer costs 25-40 ns more on Deno
+  // (bench/parts.ts, `--trace-turbo-inlining`).
   #createBufferFrom(context: Pointer, sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
     const { flags, size, data } = bufferArguments(sizeOrData, options);
     // (bufferArguments read data.buffer: an on-heap typed array has stable memory for its pointer now.)
