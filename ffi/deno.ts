@@ -168,7 +168,16 @@ function adapt(raw: NativeFunction, def: SymbolDef, name: string, guard: boolean
   };
 }
 
-const big = (value: unknown): unknown => (typeof value === "number" ? BigInt(value) : value);
+/**
+ * A number for a 64-bit parameter, as the bigint Deno's fast call takes. TurboFan turns
+ * `BigInt(x)` into a plain 64-bit value, with no BigInt on the heap, only where it knows x is an
+ * int32; `BigInt(x)` of any other number calls into the runtime to allocate one, +20-35 ns a call
+ * (createBuffer + release on Deno: 1.55x the raw calls with a constant bigint, 1.15-1.3x with the
+ * int32 test; bench/parts.ts). Where the wrapper is inlined into a caller that passes a constant,
+ * either form folds away.
+ */
+const big = (value: unknown): unknown =>
+  typeof value === "number" ? ((value | 0) === value ? BigInt(value | 0) : BigInt(value)) : value;
 
 /**
  * Calls `raw` with one argument more than its `arity` declared parameters. V8 turns a call into a

@@ -1,0 +1,50 @@
+/**
+ * The backend contract of ffi/types.ts, on libc's own functions: a 64-bit integer parameter takes
+ * a number or a bigint and C receives the whole value, and a 64-bit result comes back as a number.
+ * Deno's backend converts numbers to bigints itself (ffi/deno.ts, `big`), with a shortcut for the
+ * int32 range, so the values on each side of 2^31 and 2^32 are the ones that matter.
+ */
+import { describe, test } from "vitest";
+import { assert } from "./helpers.ts";
+import { backend } from "../src/backend.ts";
+import type { SymbolTable } from "../ffi/types.ts";
+
+const table = {
+  llabs: { args: ["i64"], returns: "i64" }, // long long llabs(long long j)
+  strnlen: { args: ["cstring", "usize"], returns: "usize" }, // size_t strnlen(const char *s, size_t maxlen)
+} as const satisfies SymbolTable;
+
+const libc = backend.open("libc.so.6", table).symbols;
+
+describe("64-bit integer parameters and results", () => {
+  test("a signed 64-bit number reaches C whole, on each side of 2^31, 2^32 and up to 2^53", () => {
+    const values = [0, 1, -1, 7, 2 ** 31 - 1, 2 ** 31, -(2 ** 31), -(2 ** 31) - 1, 2 ** 32 + 5, -(2 ** 40) - 3];
+    for (const value of [...values, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER]) {
+      assert.equal(libc.llabs(value), Math.abs(value), `llabs(${value})`);
+    }
+  });
+
+  test("the same values as bigints, and numbers and bigints mixed in one loop", () => {
+    for (const value of [0n, -5n, 2n ** 31n, -(2n ** 32n) - 1n, 2n ** 52n]) {
+      assert.equal(libc.llabs(value), Number(value < 0n ? -value : value), `llabs(${value}n)`);
+    }
+    let sum = 0;
+    for (let i = 0; i < 5000; i++) sum += libc.llabs(i % 3 === 0 ? BigInt(-i) : i % 3 === 1 ? -i : 2 ** 33 + i);
+    let expected = 0;
+    for (let i = 0; i < 5000; i++) expected += i % 3 === 2 ? 2 ** 33 + i : i;
+    assert.equal(sum, expected);
+  });
+
+  test("an unsigned size over 2^32 is not cut to its low bits", () => {
+    // strnlen stops at the shorter of the string and maxlen: a maxlen cut to 32 bits (2^32 + 2 -> 2)
+    // would return 2.
+    const text = "hello";
+    for (const maxlen of [3, 2 ** 31 + 2, 2 ** 32 + 2, 2 ** 53 - 1]) {
+      assert.equal(libc.strnlen(text, maxlen), Math.min(text.length, maxlen), `strnlen(maxlen ${maxlen})`);
+    }
+    // A hot loop, so that an optimizing compiler's form of the call is the one checked.
+    let total = 0;
+    for (let i = 0; i < 20000; i++) total += libc.strnlen(text, i % 2 === 0 ? 2 ** 32 + 2 : 4);
+    assert.equal(total, 10000 * 5 + 10000 * 4);
+  });
+});
