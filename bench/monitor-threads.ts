@@ -1,13 +1,15 @@
 /**
  * What one call of a JS memory monitor costs inside an Embree commit, by TBB thread count:
  *   bun bench/monitor-threads.ts | deno run -A bench/monitor-threads.ts | node bench/monitor-threads.ts
- *   [--triangles=10000] [--rounds=60]
+ *   [--triangles=10000] [--rounds=60]       (CONFIGS=",threads=1" picks the device configs)
  *
  * For each device config ("" is Embree's default, one thread per core) it commits the same scene
  * `rounds` times without a monitor and with a counting JS monitor, alternately, and prints the
  * median commit time of each, the monitor calls per commit, and the difference per call. Every
  * allocation of a build is a call from a TBB thread that waits for the JS thread's answer, so the
  * difference per call is the round trip from that thread to JS and back, on this machine.
+ *
+ * Under `perf sched record` this shows where Deno's time goes on 2 cores (README, Benchmarks).
  */
 import { rtc } from "../src/mod.ts";
 import process from "node:process";
@@ -36,7 +38,7 @@ const median = (values: number[]) => values.sort((a, b) => a - b)[values.length 
 const mesh = grid(triangles);
 const runtime = "Bun" in globalThis ? "bun" : "Deno" in globalThis ? "deno" : "node";
 console.log(`${runtime}: Embree commit of ${mesh.indices.length / 3} triangles, median of ${rounds} each`);
-for (const config of ["", "threads=1", "threads=2", "threads=4"]) {
+for (const config of (process.env.CONFIGS ?? ",threads=1,threads=2,threads=4").split(",")) {
   const plain = rtc.newDevice(config);
   const watched = rtc.newDevice(config);
   let calls = 0;
