@@ -38,9 +38,11 @@ for (const path of files(dist)) {
 }
 
 // C beside the backends that use it: bun-relay.c and the ledger.c it includes (compiled by Bun at
-// run time), and the prebuilt ledger of Deno and Node with its sources (ffi/prebuilt/build.sh).
+// run time), and the prebuilt library of Deno and Node with its sources (ffi/prebuilt/build.sh:
+// ledger.c and event-relay.c).
 copyFileSync(join(root, "ffi", "bun-relay.c"), join(dist, "ffi", "bun-relay.c"));
 copyFileSync(join(root, "ffi", "ledger.c"), join(dist, "ffi", "ledger.c"));
+copyFileSync(join(root, "ffi", "event-relay.c"), join(dist, "ffi", "event-relay.c"));
 cpSync(join(root, "ffi", "prebuilt"), join(dist, "ffi", "prebuilt"), { recursive: true });
 
 type Targets = Record<string, string>;

@@ -11,7 +11,7 @@
 import * as memlife from "../src/mod.ts";
 import { cl } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
-import type { Pointer } from "../ffi/types.ts";
+import type { CallbackDef, Pointer } from "../ffi/types.ts";
 import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 import { embreeCallbacks, embreeSymbols } from "../ffi/symbols/embree.ts";
 import { libcSymbols, RTLD_GLOBAL, RTLD_NODELETE, RTLD_NOW } from "../ffi/symbols/libc.ts";
@@ -131,10 +131,15 @@ async function openclBenchmarks(): Promise<void> {
   const eventSlot = new BigUint64Array(new ArrayBuffer(8));
   const svmList = new BigUint64Array(new ArrayBuffer(8));
 
-  // Raw callbacks: process-lifetime trampolines, like memlife's, that only count (and wake a waiter).
+  // Raw callbacks: process-lifetime trampolines, like memlife's, that only count (and wake a waiter),
+  // in the runtime's own form: Bun's event slot is Bun's thread-safe JSCallback (a driver thread goes
+  // on at once); on Deno and Node, the runtime's thread-safe callback, whose caller waits until the JS
+  // thread ran it, which is what `sync` delivery is there (memlife's `event` callbacks go through the
+  // prebuilt library's relay instead, ffi/event-relay.c).
+  const own = <D extends CallbackDef>(def: D): D => backend.runtime === "bun" ? def : { ...def, delivery: "sync" };
   let rawDestroyed = 0;
   let wake: (() => void) | undefined;
-  const rawDestructor = backend.callback(openclCallbacks.memDestructor, () => {
+  const rawDestructor = backend.callback(own(openclCallbacks.memDestructor), () => {
     rawDestroyed++;
     wake?.();
   });
@@ -142,11 +147,14 @@ async function openclBenchmarks(): Promise<void> {
   // by the time a queued callback runs (DESIGN.md), so the pointers stay on the JS side, by id.
   const rawPending: (Pointer | null)[] = new Array(SVM_BATCH + 1).fill(null);
   let rawFreed = 0;
-  const rawSvmFree = backend.callback(openclCallbacks.svmFree, (_q: unknown, _n: number, _p: unknown, id: number) => {
-    f.clSVMFree(context, rawPending[id]);
-    rawPending[id] = null;
-    rawFreed++;
-  });
+  const rawSvmFree = backend.callback(
+    own(openclCallbacks.svmFree),
+    (_q: unknown, _n: number, _p: unknown, id: number) => {
+      f.clSVMFree(context, rawPending[id]);
+      rawPending[id] = null;
+      rawFreed++;
+    },
+  );
 
   let destroyed = 0;
   const onDestroyed = () => void destroyed++;

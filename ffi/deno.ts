@@ -35,7 +35,8 @@ import type {
   SymbolDef,
   SymbolTable,
 } from "./types.ts";
-import { ledgerMaker, nativeLedgerPath } from "./native-ledger.ts";
+import { ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
+import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
 
@@ -470,7 +471,7 @@ function narrowing(def: CallbackDef, fn: NativeFunction): NativeFunction {
   }
 }
 
-function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
+function plainCallback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
   // Both deliveries use a thread-safe callback: on the JS thread it runs inside the native call,
   // from another thread the caller waits for the JS thread, which `sync` needs and `event` allows.
   const made = Deno.UnsafeCallback.threadSafe(
@@ -555,6 +556,14 @@ function ledgerPath(): string | null {
   return nativeLedgerPath(`${Deno.build.os}-${arch}`);
 }
 
+/** The prebuilt library (ledger and event relay), where it is and this is not a Worker. */
+const nativeLibrary = nativeLibraryOnce(open, ledgerPath);
+/** `event` callbacks go through the library's relay, so that a driver thread never waits for JS. */
+const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress);
+const callback = relayed.callback;
+/** For tests and the bench: how the relay delivered (null where there is no relay). */
+export const eventRelayCounts = relayed.counts;
+
 export const backend: Backend = {
   runtime: "deno",
   // In a Deno Worker (web or node:worker_threads, which Deno builds on web Workers) the global
@@ -569,6 +578,6 @@ export const backend: Backend = {
   arrayBuffer,
   readCString,
   // Workers keep a JS ledger (ffi/native-ledger.ts says why).
-  memoryLedger: ledgerMaker(open, callback, ledgerPath),
+  memoryLedger: ledgerMaker(nativeLibrary, callback),
   unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
 };

@@ -28,7 +28,14 @@ export const nativeLedgerSymbols = {
   ledger_apply: { args: ["u32", "f64", "i32", "i32"], returns: "i32" },
   ledger_read: { args: ["u32", "buffer"], returns: "void" },
   ledger_source_hash: { args: [], returns: "ptr" },
+  // ffi/event-relay.c, in the same library (ffi/event-relay.ts).
+  event_relay_init: { args: ["fn"], returns: "void" },
+  event_slot_init: { args: ["i32", "fn", "i32", "u32"], returns: "ptr" },
+  event_take: { args: ["buffer", "i32"], returns: "i32" },
+  event_count: { args: ["i32"], returns: "f64" },
 } as const satisfies SymbolTable;
+
+export type NativeLedgerLibrary = NativeLibrary<typeof nativeLedgerSymbols>;
 
 /** Where the library for `platform` (`linux-x64`, `linux-arm64`) is, or null when not on disk. */
 export function nativeLedgerPath(platform: string): string | null {
@@ -36,17 +43,34 @@ export function nativeLedgerPath(platform: string): string | null {
   return url.protocol === "file:" ? decodeURIComponent(url.pathname) : null;
 }
 
+type Open = <T extends SymbolTable>(path: string, table: T, options?: OpenOptions) => NativeLibrary<T>;
+
 /** The library, or null where it is absent or cannot be opened. */
-export function openNativeLedger(
-  open: <T extends SymbolTable>(path: string, table: T, options?: OpenOptions) => NativeLibrary<T>,
-  path: string | null,
-): NativeLibrary<typeof nativeLedgerSymbols> | null {
+export function openNativeLedger(open: Open, path: string | null): NativeLedgerLibrary | null {
   if (path === null) return null;
   try {
     return open(path, nativeLedgerSymbols);
   } catch {
     return null;
   }
+}
+
+/**
+ * The library at `path()`, opened on the first call and the same after: the ledger and the event
+ * relay (ffi/event-relay.ts) share it. `path()` gives null in a Worker: the library's accounts and
+ * relay are process-wide, and each Worker has its own. Asked on first use only: a backend module
+ * must load anywhere (src/backend.ts reports a mismatch).
+ */
+export function nativeLibraryOnce(open: Open, path: () => string | null): () => NativeLedgerLibrary | null {
+  let asked = false;
+  let lib: NativeLedgerLibrary | null = null;
+  return () => {
+    if (!asked) {
+      asked = true;
+      lib = openNativeLedger(open, path());
+    }
+    return lib;
+  };
 }
 
 /** The C functions of ffi/ledger.c, as a backend binds them (Bun: from bun-relay.c; Deno, Node: the library). */
@@ -106,20 +130,17 @@ export function nativeLedger(
 }
 
 /**
- * `Backend.memoryLedger` for Deno and Node: the library at `path()` where it opens, else the JS
- * ledger. `path()` gives null in a Worker: the library's accounts and relay are process-wide, and
- * each Worker has a ledger of its own. Asked on first use only: a backend module must load
- * anywhere (src/backend.ts reports a mismatch). One ledger per process (per Worker), as on Bun.
+ * `Backend.memoryLedger` for Deno and Node: the prebuilt `library()` where it opens (see
+ * nativeLibraryOnce), else the JS ledger. One ledger per process (per Worker), as on Bun.
  */
 export function ledgerMaker(
-  open: <T extends SymbolTable>(path: string, table: T, options?: OpenOptions) => NativeLibrary<T>,
+  library: () => NativeLedgerLibrary | null,
   callback: Backend["callback"],
-  path: () => string | null,
 ): Backend["memoryLedger"] {
   let made = false;
   return (def, forward) => {
     if (made) throw new RangeError("memlife: the memory ledger exists already (one per process)");
-    const lib = openNativeLedger(open, path());
+    const lib = library();
     const ledger = lib === null
       ? jsLedger(callback, def, forward)
       : nativeLedger(lib.symbols, { callback }, def, forward);

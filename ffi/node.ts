@@ -18,7 +18,8 @@ import { inspect } from "node:util";
 import { takeCoverage } from "node:v8";
 import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
-import { ledgerMaker, nativeLedgerPath } from "./native-ledger.ts";
+import { ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
+import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { libcSymbols } from "./symbols/libc.ts";
 import type {
@@ -261,7 +262,7 @@ function normalized(def: CallbackDef, fn: (...args: never[]) => unknown): (...ar
   }
 }
 
-function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
+function plainCallback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
   const proto = koffi.proto(cType(def.returns), def.args.map(cType));
   // Registered for the whole process and never unregistered: koffi reuses a freed slot for the
   // next registration, so a native caller holding the old address would run an unrelated
@@ -273,6 +274,20 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
 // ---------------------------------------------------------------------------------------------
 // Memory
 // ---------------------------------------------------------------------------------------------
+
+/** The prebuilt library (ledger and event relay), where it is and this is not a Worker. */
+const nativeLibrary = nativeLibraryOnce(
+  open,
+  () => isMainThread ? nativeLedgerPath(`${process.platform}-${process.arch}`) : null,
+);
+function fromAddress(address: bigint): Pointer | null {
+  return address === 0n ? null : (address as unknown as Pointer);
+}
+/** `event` callbacks go through the library's relay, so that a driver thread never waits for JS. */
+const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress);
+const callback = relayed.callback;
+/** For tests and the bench: how the relay delivered (null where there is no relay). */
+export const eventRelayCounts = relayed.counts;
 
 export const backend: Backend = {
   runtime: "node",
@@ -290,9 +305,7 @@ export const backend: Backend = {
   address(pointer: Pointer | null): bigint {
     return pointer === null ? 0n : (pointer as unknown as bigint);
   },
-  fromAddress(address: bigint): Pointer | null {
-    return address === 0n ? null : (address as unknown as Pointer);
-  },
+  fromAddress,
   arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer {
     // koffi.view(NULL, n > 0) does not throw: Node asserts and aborts the process.
     if (pointer === null) {
@@ -306,10 +319,6 @@ export const backend: Backend = {
     return koffi.decode.string(pointer);
   },
   // Workers keep a JS ledger (ffi/native-ledger.ts says why).
-  memoryLedger: ledgerMaker(
-    open,
-    callback,
-    () => isMainThread ? nativeLedgerPath(`${process.platform}-${process.arch}`) : null,
-  ),
+  memoryLedger: ledgerMaker(nativeLibrary, callback),
   unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
 };

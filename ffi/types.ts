@@ -78,7 +78,9 @@ export interface NativeLibrary<T extends SymbolTable> {
  * How a callback is delivered.
  * - `event`: returns void. Native code may call it from any thread. On the JS thread it may run
  *   synchronously inside the native call; from another thread it runs later on the JS thread and
- *   the native caller waits as little as the runtime allows (the core defers user code itself).
+ *   the native caller goes on at once (Bun's event relay slots; on Deno and Node the prebuilt
+ *   library's relay, ffi/event-relay.c). Where that library is absent (another platform, a Worker)
+ *   the caller waits until the JS thread ran it. The core defers user code itself.
  * - `sync`: native code needs the return value, or needs the arguments to stay valid until JS has
  *   read them. From another thread, the native caller blocks until JS on the JS thread returned.
  *   The JS thread must therefore never block in a native call that waits on such a thread: use

@@ -90,6 +90,7 @@ describe("the prebuilt ledger of Deno and Node (ffi/prebuilt/)", () => {
   const prebuilt = new URL("../ffi/prebuilt/", import.meta.url);
   const sourceHash = createHash("sha256")
     .update(readFileSync(new URL("../ffi/ledger.c", import.meta.url)))
+    .update(readFileSync(new URL("../ffi/event-relay.c", import.meta.url)))
     .update(readFileSync(new URL("memlife-ledger.c", prebuilt)))
     .digest("hex")
     .slice(0, 16);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds libmemlife-ledger (memlife-ledger.c, which includes ../ledger.c) for Deno and Node into
-# ffi/prebuilt/<os>-<arch>/, where ffi/native-ledger.ts looks for it. The libraries are committed
+# Builds libmemlife-ledger (memlife-ledger.c, which includes ../ledger.c and ../event-relay.c) for
+# Deno and Node into ffi/prebuilt/<os>-<arch>/, where ffi/native-ledger.ts looks for it. The libraries are committed
 # and shipped in the npm package: nothing is compiled on a user's machine. Run it after changing
 # either C file (test/ledger.spec.ts fails while a committed library is stale):
 #   bash ffi/prebuilt/build.sh
@@ -9,7 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here}
-hash=$(cat "$here/../ledger.c" "$here/memlife-ledger.c" | sha256sum | cut -c1-16)
+hash=$(cat "$here/../ledger.c" "$here/../event-relay.c" "$here/memlife-ledger.c" | sha256sum | cut -c1-16)
 
 build() {
   local cc=$1 target=$2

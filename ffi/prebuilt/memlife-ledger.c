@@ -1,6 +1,6 @@
 /*
- * libmemlife-ledger: ffi/ledger.c as a library for Deno and Node, which cannot compile C at run
- * time as Bun does. Built ahead of time by ffi/prebuilt/build.sh into ffi/prebuilt/<os>-<arch>/
+ * libmemlife-ledger: ffi/ledger.c and ffi/event-relay.c as a library for Deno and Node, which
+ * cannot compile C at run time as Bun does. Built ahead of time by ffi/prebuilt/build.sh into ffi/prebuilt/<os>-<arch>/
  * and shipped in the npm package; where it is absent or cannot load, the backends fall back to the
  * JS ledger (ffi/js-ledger.ts), which asks JS for every call. Nothing here is built on install.
  */
@@ -17,6 +17,7 @@ static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_
 }
 
 #include "../ledger.c"
+#include "../event-relay.c"
 
 #ifndef LEDGER_SOURCE_HASH
 #error "build with ffi/prebuilt/build.sh, which passes -DLEDGER_SOURCE_HASH"

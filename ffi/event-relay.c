@@ -1,0 +1,179 @@
+/*
+ * The event relay of Deno and Node: OpenCL's `void` callbacks (a mem object's destructor, an SVM
+ * free, an event's status) arriving on a driver thread, as NVIDIA's all do, are queued here and
+ * the driver thread goes on at once. Deno's thread-safe callbacks and koffi's registered ones
+ * instead park the calling thread until the JS thread has run the call: one round trip through
+ * the JS event loop per callback, during which the driver thread delivers nothing else. Here one
+ * relay thread wakes the JS thread, which takes every queued call at once (`event_take`). Bun's
+ * `event` relay slots (ffi/bun-relay.c) give the same delivery through Bun's own queue.
+ *
+ * On the JS thread itself (PoCL calls destructors inside clReleaseMemObject) a slot calls its JS
+ * callback directly, inside the native call, as without the relay. Where the queue cannot grow or
+ * the relay thread cannot start, a slot falls back to the JS callback from the driver thread,
+ * which then waits as it would without the relay: slower, nothing lost.
+ *
+ * Included by ffi/prebuilt/memlife-ledger.c. Integer and pointer arguments only, as in ledger.c.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EVENT_ARGS 4   /* the widest OpenCL callback: pfn_free_func's 4 */
+#define EVENT_SLOTS 16 /* trampolines: one per event callback kind, for the life of the process */
+#define EVENT_WORDS (1 + EVENT_ARGS) /* a queued call: its slot, then its arguments */
+
+/* How a narrow argument is cleaned before JS reads all 64 bits (garbage may sit above its width). */
+#define EVENT_U64 0
+#define EVENT_I32 1
+#define EVENT_U32 2
+#define EVENT_BOOL 3
+
+/* The JS callback of a slot, called through its integer-register form (see bun-relay.c). */
+typedef void (*event_direct_fn)(uint64_t, uint64_t, uint64_t, uint64_t);
+typedef void (*event_wake_fn)(void);
+
+typedef struct {
+  event_direct_fn direct;
+  int kind[EVENT_ARGS];
+} event_slot;
+
+static event_slot event_slots[EVENT_SLOTS];
+static pthread_t event_js_thread;
+static event_wake_fn event_wake; /* JS's thread-safe callback: take what is queued */
+
+static pthread_mutex_t event_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t event_cv = PTHREAD_COND_INITIALIZER;
+/* Queued calls, EVENT_WORDS words each, from event_first to event_first + event_len. Under event_mu. */
+static uint64_t *event_queue;
+static size_t event_first, event_len, event_capacity;
+static int event_thread_state; /* 0 not started, 1 running, -1 could not start */
+static double event_direct_calls, event_queued_calls, event_fallback_calls; /* under event_mu but the first */
+
+static uint64_t event_clean(uint64_t v, int kind) {
+  switch (kind) {
+  case EVENT_I32: return (uint64_t)(int64_t)(int32_t)(uint32_t)v;
+  case EVENT_U32: return (uint64_t)(uint32_t)v;
+  case EVENT_BOOL: return (v & 0xff) != 0;
+  default: return v;
+  }
+}
+
+/* Room for one more call at the queue's end; 0 where memory ran out. Under event_mu. */
+static int event_room(void) {
+  if (event_first + event_len < event_capacity) return 1;
+  if (event_first > 0) {
+    memmove(event_queue, event_queue + EVENT_WORDS * event_first, EVENT_WORDS * event_len * sizeof(uint64_t));
+    event_first = 0;
+    if (event_len < event_capacity) return 1;
+  }
+  size_t n = event_capacity ? event_capacity * 2 : 256;
+  uint64_t *grown = realloc(event_queue, EVENT_WORDS * n * sizeof(uint64_t));
+  if (!grown) return 0;
+  event_queue = grown;
+  event_capacity = n;
+  return 1;
+}
+
+/* The relay thread: while calls are queued, it asks JS to take them and waits until JS has. */
+static void *event_main(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&event_mu);
+  for (;;) {
+    while (event_len == 0) pthread_cond_wait(&event_cv, &event_mu);
+    pthread_mutex_unlock(&event_mu);
+    event_wake();
+    pthread_mutex_lock(&event_mu);
+  }
+  return 0;
+}
+
+/* Under event_mu. Returns whether the relay thread runs. */
+static int event_start(void) {
+  if (event_thread_state == 0) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    event_thread_state = pthread_create(&t, &attr, event_main, 0) == 0 ? 1 : -1;
+    pthread_attr_destroy(&attr);
+  }
+  return event_thread_state == 1;
+}
+
+static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3) {
+  event_slot *s = &event_slots[n];
+  if (pthread_equal(pthread_self(), event_js_thread)) {
+    event_direct_calls++;
+    s->direct(a0, a1, a2, a3);
+    return;
+  }
+  pthread_mutex_lock(&event_mu);
+  if (!event_start() || !event_room()) {
+    event_fallback_calls++;
+    pthread_mutex_unlock(&event_mu);
+    s->direct(a0, a1, a2, a3);
+    return;
+  }
+  uint64_t *w = event_queue + EVENT_WORDS * (event_first + event_len++);
+  w[0] = (uint64_t)n;
+  w[1] = event_clean(a0, s->kind[0]);
+  w[2] = event_clean(a1, s->kind[1]);
+  w[3] = event_clean(a2, s->kind[2]);
+  w[4] = event_clean(a3, s->kind[3]);
+  event_queued_calls++;
+  if (event_len == 1) pthread_cond_signal(&event_cv);
+  pthread_mutex_unlock(&event_mu);
+}
+
+#define EVENT_TRAMPOLINE(n)                                                               \
+  static void event_trampoline_##n(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3) { \
+    event_relay(n, a0, a1, a2, a3);                                                        \
+  }
+EVENT_TRAMPOLINE(0) EVENT_TRAMPOLINE(1) EVENT_TRAMPOLINE(2) EVENT_TRAMPOLINE(3)
+EVENT_TRAMPOLINE(4) EVENT_TRAMPOLINE(5) EVENT_TRAMPOLINE(6) EVENT_TRAMPOLINE(7)
+EVENT_TRAMPOLINE(8) EVENT_TRAMPOLINE(9) EVENT_TRAMPOLINE(10) EVENT_TRAMPOLINE(11)
+EVENT_TRAMPOLINE(12) EVENT_TRAMPOLINE(13) EVENT_TRAMPOLINE(14) EVENT_TRAMPOLINE(15)
+static void *const event_trampolines[EVENT_SLOTS] = {
+  event_trampoline_0, event_trampoline_1, event_trampoline_2, event_trampoline_3,
+  event_trampoline_4, event_trampoline_5, event_trampoline_6, event_trampoline_7,
+  event_trampoline_8, event_trampoline_9, event_trampoline_10, event_trampoline_11,
+  event_trampoline_12, event_trampoline_13, event_trampoline_14, event_trampoline_15,
+};
+
+/* Once, on the JS thread, before any slot: `wake` is JS's thread-safe callback that takes the queue. */
+void event_relay_init(void *wake) {
+  event_js_thread = pthread_self();
+  event_wake = (event_wake_fn)wake;
+}
+
+/*
+ * Fills slot n and returns its trampoline (NULL for a bad slot or arity). `kinds` packs one
+ * EVENT_* per argument, 4 bits each, argument 0 lowest. Once per slot, before the pointer is out.
+ */
+void *event_slot_init(int n, void *direct, int nargs, uint32_t kinds) {
+  if (n < 0 || n >= EVENT_SLOTS || nargs < 0 || nargs > EVENT_ARGS || !direct) return 0;
+  event_slot *s = &event_slots[n];
+  s->direct = (event_direct_fn)direct;
+  for (int i = 0; i < EVENT_ARGS; i++) s->kind[i] = i < nargs ? (kinds >> (4 * i)) & 0xf : EVENT_U64;
+  return event_trampolines[n];
+}
+
+/* Moves up to `max` queued calls into `out` (EVENT_WORDS words each); returns how many. */
+int event_take(uint64_t *out, int max) {
+  pthread_mutex_lock(&event_mu);
+  size_t n = max < 0 ? 0 : (size_t)max < event_len ? (size_t)max : event_len;
+  if (n > 0) memcpy(out, event_queue + EVENT_WORDS * event_first, EVENT_WORDS * n * sizeof(uint64_t));
+  event_first = n == event_len ? 0 : event_first + n;
+  event_len -= n;
+  pthread_mutex_unlock(&event_mu);
+  return (int)n;
+}
+
+/* 0: calls run directly on the JS thread; 1: queued from other threads; 2: fallen back to waiting. */
+double event_count(int which) {
+  pthread_mutex_lock(&event_mu);
+  double n = which == 0 ? event_direct_calls : which == 1 ? event_queued_calls : event_fallback_calls;
+  pthread_mutex_unlock(&event_mu);
+  return n;
+}

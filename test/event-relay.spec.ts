@@ -1,0 +1,128 @@
+/**
+ * `event` callbacks (OpenCL's destructor, SVM free and event status callbacks) called from native
+ * threads, as NVIDIA's driver calls all of them: the calling thread must go on without waiting for
+ * the JS thread (Bun's event relay slots, ffi/bun-relay.c; the prebuilt ffi/event-relay.c on Deno
+ * and Node), and every call must still reach JS once, whole, in each thread's order. On the JS
+ * thread the callback runs inside the native call. test/native/callers.c plays the driver; it is
+ * compiled here, and every test skips without a C compiler.
+ */
+import { afterAll, describe, test } from "vitest";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { assert, runtime, skip } from "./helpers.ts";
+import { backend } from "../src/backend.ts";
+import * as ffi from "#ffi";
+import { openclCallbacks } from "../ffi/symbols/opencl.ts";
+import type { Pointer, SymbolTable } from "../ffi/types.ts";
+
+const table = {
+  callers_start: { args: ["fn", "i32", "i32"], returns: "i32" },
+  callers_finished: { args: [], returns: "i32" },
+  callers_join: { args: [], returns: "void", blocking: true },
+  call_now: { args: ["fn", "ptr", "i32", "usize"], returns: "void", reentrant: true },
+} as const satisfies SymbolTable;
+
+/** The helper library, or why it cannot be built here. */
+function build(): { path: string; dir: string } | { skip: string } {
+  const dir = mkdtempSync(join(tmpdir(), "memlife-callers-"));
+  const path = join(dir, "libcallers.so");
+  const source = fileURLToPath(new URL("./native/callers.c", import.meta.url));
+  const r = spawnSync("cc", ["-O2", "-fPIC", "-shared", "-pthread", "-o", path, source], { encoding: "utf8" });
+  if (r.error !== undefined || r.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    return { skip: `no C compiler to build test/native/callers.c (${r.error?.message ?? r.stderr.trim()})` };
+  }
+  return { path, dir };
+}
+
+/** Calls relayed off other threads so far: Bun's relay, or Deno's and Node's prebuilt one. */
+function relayedSoFar(): number | null {
+  const m = ffi as {
+    bunRelayStats?: () => { relayed: number };
+    eventRelayCounts?: () => { queued: number; fallback: number } | null;
+  };
+  if (m.bunRelayStats !== undefined) return m.bunRelayStats().relayed;
+  return m.eventRelayCounts?.()?.queued ?? null;
+}
+
+type Call = [object: bigint, status: number, id: number];
+
+describe("event callbacks from native threads", () => {
+  const built = build();
+  const lib = "skip" in built ? null : backend.open(built.path, table).symbols;
+  const calls: Call[] = [];
+  let throwFor = -1;
+  const notify = backend.callback(
+    openclCallbacks.eventStatus,
+    ((object: Pointer | null, status: number, id: number) => {
+      calls.push([backend.address(object), status, id]);
+      if (id === throwFor) throw new Error("a callback that throws");
+    }) as (...args: never[]) => unknown,
+  );
+
+  async function until(condition: () => boolean, what: string): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    while (!condition()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  test("on the JS thread the callback runs inside the native call, with its arguments whole", () => {
+    if (lib === null) skip((built as { skip: string }).skip);
+    calls.length = 0;
+    lib.call_now(notify, backend.fromAddress(0x7fff_1234_5678n), -7, 2 ** 40 + 3);
+    assert.deepEqual(calls, [[0x7fff_1234_5678n, -7, 2 ** 40 + 3]]);
+  });
+
+  test("a native thread goes on at once, and every call reaches JS once, in its thread's order", async () => {
+    if (lib === null) skip((built as { skip: string }).skip);
+    calls.length = 0;
+    const before = relayedSoFar();
+    const threads = 8, each = 500;
+    assert.equal(lib.callers_start(notify, threads, each), threads);
+    // The JS thread stays busy here, so no callback can run: a thread that waits for JS would
+    // never finish. (Before the relay, Deno's and Node's threads all waited here.)
+    const deadline = Date.now() + 10_000;
+    while (lib.callers_finished() < threads && Date.now() < deadline);
+    assert.equal(lib.callers_finished(), threads, "native threads still waiting for the JS thread");
+    assert.equal(calls.length, 0, "no callback ran while the JS thread was busy");
+    await until(() => calls.length >= threads * each, `${threads * each} callbacks`);
+    await lib.callers_join();
+    assert.equal(calls.length, threads * each);
+    const next = new Array<number>(threads).fill(0);
+    for (const [object, status, id] of calls) {
+      const t = Math.floor(id / 100000), i = id % 100000;
+      assert.equal(i, next[t], `thread ${t}: call ${i} came after call ${next[t] - 1}`);
+      next[t]++;
+      assert.equal(object, BigInt(0x10000 * (t + 1) + i), `the object pointer of call ${id}`);
+      assert.equal(status, -id - 1, `the status of call ${id}`);
+    }
+    if (before !== null) assert.equal(relayedSoFar()! - before, threads * each, "calls relayed off the threads");
+  });
+
+  test("a callback that throws does not stop the calls queued after it", async () => {
+    if (lib === null) skip((built as { skip: string }).skip);
+    // Bun's own queue delivers each call on its own; only the relays of Deno and Node batch them.
+    if (runtime === "bun") skip("Bun delivers each relayed call as a task of its own");
+    calls.length = 0;
+    throwFor = 3;
+    try {
+      assert.equal(lib.callers_start(notify, 1, 50), 1);
+      const deadline = Date.now() + 10_000;
+      while (lib.callers_finished() < 1 && Date.now() < deadline);
+      await until(() => calls.length >= 50, "50 callbacks");
+      await lib.callers_join();
+      assert.deepEqual(calls.map((c) => c[2]), Array.from({ length: 50 }, (_, i) => i));
+    } finally {
+      throwFor = -1;
+    }
+  });
+
+  afterAll(() => {
+    if (!("skip" in built)) rmSync(built.dir, { recursive: true, force: true });
+  });
+});
