@@ -26,14 +26,25 @@
  *   + SVMAllocation          memlife's svmAlloc, then the raw free path
  *   + Event object           the same with the event wrapped in a cl.Event and released through it
  *   svmAlloc + enqueueSVMFree the public API
+ * and a 4 KiB buffer with one destructor callback, every callback awaited at the end of a sample
+ * (on NVIDIA they arrive on a driver thread; issue 14's "+1 destructor" row):
+ *   no callback              raw create + release, the reference
+ *   raw, own callback        raw calls + clSetMemObjectDestructorCallback with the runtime's own
+ *                            callback (Deno's and Node's make a driver thread wait for the JS thread)
+ *   raw, relayed callback    the same with an `event` callback of the backend: on Deno and Node the
+ *                            prebuilt library's relay (ffi/event-relay.c) where it is loaded
+ *   createBuffer + destructor the public API: createBuffer, setDestructorCallback, release
+ * On Deno and Node the relay's counts follow: calls queued from other threads and the JS thread's
+ * wake-ups to take them.
  */
 import { cl } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
 import { inRegistry, SafetyNet } from "../src/callbacks.ts";
 import { bufferArguments } from "../src/opencl/buffer.ts";
 import { surrender } from "../src/internal.ts";
-import { openclSymbols } from "../ffi/symbols/opencl.ts";
+import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 import type { Pointer } from "../ffi/types.ts";
+import * as ffi from "#ffi";
 import { type Entry, measureAll, settler } from "./measure.ts";
 import { openRaw } from "./raw.ts";
 import { formatTime } from "./report.ts";
@@ -118,13 +129,105 @@ const svmEntries: Entry[] = [
   ["svmAlloc + enqueueSVMFree", svm(() => queue.enqueueSVMFree([ctx.svmAlloc(size)]).release())],
 ].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
 
+let destroyed = 0;
+let expected = 0;
+let arrived: (() => void) | null = null;
+const count = () => {
+  if (++destroyed === expected && arrived !== null) arrived();
+};
+const ownDestructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, count);
+const relayedDestructor = backend.callback(openclCallbacks.memDestructor, count);
+/** Time spent issuing the calls and waiting for the last callbacks, per line (a driver thread may lag). */
+const phases = new Map<string, { issue: number; wait: number }>();
+/**
+ * Each sample waits for every callback it asked for, woken by the last one (as C's baseline spins
+ * on its counter): polling with a timer would add up to a timer tick per sample.
+ */
+const destructor = (impl: string, op: () => void) => async (n: number) => {
+  const t0 = performance.now();
+  expected = destroyed + n;
+  for (let i = 0; i < n; i++) {
+    op();
+    if ((i + 1) % 1024 === 0) await null;
+  }
+  const t1 = performance.now();
+  if (destroyed < expected) {
+    await new Promise<void>((resolve, reject) => {
+      const late = setTimeout(
+        () => reject(new Error(`${expected - destroyed} destructor callbacks never came`)),
+        10_000,
+      );
+      arrived = () => {
+        clearTimeout(late);
+        resolve();
+      };
+    });
+    arrived = null;
+  }
+  const p = phases.get(impl) ?? { issue: 0, wait: 0 };
+  p.issue += t1 - t0;
+  p.wait += performance.now() - t1;
+  phases.set(impl, p);
+};
+const withRawCallback = (callback: typeof ownDestructor) => () => {
+  const mem = fast.clCreateBuffer(context, rw, wideSize, null, errcode)!;
+  fast.clSetMemObjectDestructorCallback(mem, callback, zero);
+  fast.clReleaseMemObjectReentrant(mem);
+};
+const destructorEntries: Entry[] = [
+  [
+    "no callback",
+    destructor("no callback", () => {
+      fast.clReleaseMemObject(fast.clCreateBuffer(context, rw, wideSize, null, errcode)!);
+      destroyed++;
+    }),
+  ],
+  ["raw, own callback", destructor("raw, own callback", withRawCallback(ownDestructor))],
+  ["raw, relayed callback", destructor("raw, relayed callback", withRawCallback(relayedDestructor))],
+  [
+    "createBuffer + destructor",
+    destructor("createBuffer + destructor", () => {
+      const buf = ctx.createBuffer(size);
+      buf.setDestructorCallback(count);
+      buf.release();
+    }),
+  ],
+].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
+/** One buffer at a time, each awaited until its destructor ran: the latency of a callback. */
+const oneByOne = (op: () => void) => async (n: number) => {
+  // A driver thread's call is no pending work to Node's event loop: keep it alive meanwhile.
+  const alive = setInterval(() => {}, 1 << 30);
+  for (let i = 0; i < n; i++) {
+    expected = destroyed + 1;
+    const gone = new Promise<void>((resolve) => (arrived = resolve));
+    op();
+    await gone;
+  }
+  clearInterval(alive);
+  arrived = null;
+};
+const awaitEntries: Entry[] = [
+  ["raw, own callback", oneByOne(withRawCallback(ownDestructor))],
+  ["raw, relayed callback", oneByOne(withRawCallback(relayedDestructor))],
+  ["await buf.destroyed", async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const buf = ctx.createBuffer(size);
+      buf.setDestructorCallback(count);
+      buf.release();
+      await buf.destroyed;
+    }
+  }],
+].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
+const relayCounts = (ffi as { eventRelayCounts?: () => object | null }).eventRelayCounts;
+
 const method = { sampleMs: 50, warmupMs: 100, samples };
 const collect = process.argv.includes("--full-gc") ? fullGc() : settler();
-const sections = [["buffer", "create + release of a 4 KiB buffer", entries], [
-  "svm",
-  "SVM alloc + queued free, 4 KiB",
-  svmEntries,
-]] as const;
+const sections = [
+  ["buffer", "create + release of a 4 KiB buffer", entries],
+  ["svm", "SVM alloc + queued free, 4 KiB", svmEntries],
+  ["destructor", "4 KiB buffer with one destructor callback", destructorEntries],
+  ["await", "4 KiB buffer with one destructor callback, each awaited", awaitEntries],
+] as const;
 for (const [name, title, list] of sections) {
   if (part !== undefined && part !== name) continue;
   const results = await measureAll(method, backend.runtime, list, collect);
@@ -149,6 +252,16 @@ for (const [name, title, list] of sections) {
       })${ratio}`,
     );
   }
+  if (name === "await" && relayCounts !== undefined) console.log(`  event relay: ${JSON.stringify(relayCounts())}`);
+  if (name !== "destructor") continue;
+  for (const [impl, p] of phases) {
+    console.log(
+      `  ${impl.padEnd(26)} waiting for the last callbacks: ${
+        (100 * p.wait / (p.issue + p.wait)).toFixed(1)
+      }% of the time`,
+    );
+  }
+  if (relayCounts !== undefined) console.log(`  event relay: ${JSON.stringify(relayCounts())}`);
 }
 queue.release();
 ctx.release();

@@ -36,7 +36,6 @@ import type {
   SymbolTable,
 } from "./types.ts";
 import { ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
-import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
 
@@ -471,7 +470,7 @@ function narrowing(def: CallbackDef, fn: NativeFunction): NativeFunction {
   }
 }
 
-function plainCallback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
+function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
   // Both deliveries use a thread-safe callback: on the JS thread it runs inside the native call,
   // from another thread the caller waits for the JS thread, which `sync` needs and `event` allows.
   const made = Deno.UnsafeCallback.threadSafe(
@@ -556,13 +555,12 @@ function ledgerPath(): string | null {
   return nativeLedgerPath(`${Deno.build.os}-${arch}`);
 }
 
-/** The prebuilt library (ledger and event relay), where it is and this is not a Worker. */
+/** The prebuilt library (its ledger), where it is and this is not a Worker. */
 const nativeLibrary = nativeLibraryOnce(open, ledgerPath);
-/** `event` callbacks go through the library's relay, so that a driver thread never waits for JS. */
-const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress);
-const callback = relayed.callback;
-/** For tests and the bench: how the relay delivered (null where there is no relay). */
-export const eventRelayCounts = relayed.counts;
+// No event relay here (Node has one, ffi/event-relay.ts): on an H100, a destructor reached an
+// awaiting JS thread in 24-34 us through it, whichever thread asked Deno to run `take`, and in
+// 10-16 us through Deno's own callback (bench/parts.ts --part=await); back-to-back releases took
+// the same time either way. So a driver thread waits for each of its calls, as Deno makes it.
 
 export const backend: Backend = {
   runtime: "deno",

@@ -1,16 +1,20 @@
 /*
- * The event relay of Deno and Node: OpenCL's `void` callbacks (a mem object's destructor, an SVM
- * free, an event's status) arriving on a driver thread, as NVIDIA's all do, are queued here and
- * the driver thread goes on at once. Deno's thread-safe callbacks and koffi's registered ones
- * instead park the calling thread until the JS thread has run the call: one round trip through
- * the JS event loop per callback, during which the driver thread delivers nothing else. Here one
- * relay thread wakes the JS thread, which takes every queued call at once (`event_take`). Bun's
- * `event` relay slots (ffi/bun-relay.c) give the same delivery through Bun's own queue.
+ * The event relay of Node: OpenCL's `void` callbacks (a mem object's destructor, an SVM free, an
+ * event's status) arriving on driver threads, as NVIDIA's all do. koffi's registered callback
+ * parks every calling thread until the JS thread has run its call, one round trip each. Here a
+ * call from another thread is queued; the thread that finds no delivery under way delivers: it
+ * calls JS's `take` (through koffi, so it waits as before) and JS takes every queued call at once
+ * (`event_take`), including those other threads queued meanwhile, which went on at once.
+ *
+ * Why the delivering thread waits (measured on an H100, bench/parts.ts --part=await): a relay
+ * thread of our own that let every driver thread go on made the trip from a destructor to an
+ * awaiting JS thread 30-34 us instead of koffi's 14-16: the driver thread, idle by the time JS
+ * released the next buffer, had to be woken again. Throughput of back-to-back releases was the
+ * same either way. Deno does not use this relay (ffi/deno.ts says why).
  *
  * On the JS thread itself (PoCL calls destructors inside clReleaseMemObject) a slot calls its JS
- * callback directly, inside the native call, as without the relay. Where the queue cannot grow or
- * the relay thread cannot start, a slot falls back to the JS callback from the driver thread,
- * which then waits as it would without the relay: slower, nothing lost.
+ * callback directly, inside the native call, as without the relay. Where the queue cannot grow,
+ * a slot falls back to its JS callback, which waits as it would without the relay: nothing lost.
  *
  * Included by ffi/prebuilt/memlife-ledger.c. Integer and pointer arguments only, as in ledger.c.
  */
@@ -43,12 +47,12 @@ static pthread_t event_js_thread;
 static event_wake_fn event_wake; /* JS's thread-safe callback: take what is queued */
 
 static pthread_mutex_t event_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t event_cv = PTHREAD_COND_INITIALIZER;
 /* Queued calls, EVENT_WORDS words each, from event_first to event_first + event_len. Under event_mu. */
 static uint64_t *event_queue;
 static size_t event_first, event_len, event_capacity;
-static int event_thread_state; /* 0 not started, 1 running, -1 could not start */
-static double event_direct_calls, event_queued_calls, event_fallback_calls; /* under event_mu but the first */
+static int event_delivering; /* a thread is in event_wake: the calls queued meanwhile are its to deliver */
+/* Under event_mu but the first. */
+static double event_direct_calls, event_queued_calls, event_fallback_calls, event_deliveries;
 
 static uint64_t event_clean(uint64_t v, int kind) {
   switch (kind) {
@@ -75,32 +79,6 @@ static int event_room(void) {
   return 1;
 }
 
-/* The relay thread: while calls are queued, it asks JS to take them and waits until JS has. */
-static void *event_main(void *unused) {
-  (void)unused;
-  pthread_mutex_lock(&event_mu);
-  for (;;) {
-    while (event_len == 0) pthread_cond_wait(&event_cv, &event_mu);
-    pthread_mutex_unlock(&event_mu);
-    event_wake();
-    pthread_mutex_lock(&event_mu);
-  }
-  return 0;
-}
-
-/* Under event_mu. Returns whether the relay thread runs. */
-static int event_start(void) {
-  if (event_thread_state == 0) {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    event_thread_state = pthread_create(&t, &attr, event_main, 0) == 0 ? 1 : -1;
-    pthread_attr_destroy(&attr);
-  }
-  return event_thread_state == 1;
-}
-
 static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3) {
   event_slot *s = &event_slots[n];
   if (pthread_equal(pthread_self(), event_js_thread)) {
@@ -109,7 +87,7 @@ static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a
     return;
   }
   pthread_mutex_lock(&event_mu);
-  if (!event_start() || !event_room()) {
+  if (!event_room()) {
     event_fallback_calls++;
     pthread_mutex_unlock(&event_mu);
     s->direct(a0, a1, a2, a3);
@@ -122,7 +100,20 @@ static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a
   w[3] = event_clean(a2, s->kind[2]);
   w[4] = event_clean(a3, s->kind[3]);
   event_queued_calls++;
-  if (event_len == 1) pthread_cond_signal(&event_cv);
+  if (event_delivering) {
+    pthread_mutex_unlock(&event_mu);
+    return;
+  }
+  event_delivering = 1;
+  // JS takes everything queued when it runs `take`; what other threads queue after that is
+  // delivered by another round, so that no call waits for a thread that has gone.
+  while (event_len > 0) {
+    event_deliveries++;
+    pthread_mutex_unlock(&event_mu);
+    event_wake();
+    pthread_mutex_lock(&event_mu);
+  }
+  event_delivering = 0;
   pthread_mutex_unlock(&event_mu);
 }
 
@@ -141,7 +132,7 @@ static void *const event_trampolines[EVENT_SLOTS] = {
   event_trampoline_12, event_trampoline_13, event_trampoline_14, event_trampoline_15,
 };
 
-/* Once, on the JS thread, before any slot: `wake` is JS's thread-safe callback that takes the queue. */
+/* Once, on the JS thread, before any slot: `wake` is JS's callback that takes the queue. */
 void event_relay_init(void *wake) {
   event_js_thread = pthread_self();
   event_wake = (event_wake_fn)wake;
@@ -170,10 +161,14 @@ int event_take(uint64_t *out, int max) {
   return (int)n;
 }
 
-/* 0: calls run directly on the JS thread; 1: queued from other threads; 2: fallen back to waiting. */
+/*
+ * 0: calls run directly on the JS thread; 1: queued from other threads; 2: fallen back to the JS
+ * callback (the queue could not grow); 3: deliveries, each a thread waiting while JS took the queue.
+ */
 double event_count(int which) {
   pthread_mutex_lock(&event_mu);
-  double n = which == 0 ? event_direct_calls : which == 1 ? event_queued_calls : event_fallback_calls;
+  double n = which == 0 ? event_direct_calls : which == 1 ? event_queued_calls : which == 2 ? event_fallback_calls
+    : event_deliveries;
   pthread_mutex_unlock(&event_mu);
   return n;
 }

@@ -1,9 +1,10 @@
 /**
- * Event callbacks on Deno and Node through ffi/event-relay.c (in the prebuilt library), so that a
- * driver thread calling a `void` callback (NVIDIA calls every destructor, SVM free and event
- * status callback on one) goes on at once instead of waiting for the JS thread. The runtime's own
- * callback stays what runs on the JS thread and what a slot falls back to; where the library is
- * absent (another platform, a Worker) every callback is the runtime's own, as before.
+ * Event callbacks on Node through ffi/event-relay.c (in the prebuilt library): of the driver
+ * threads calling `void` callbacks at once (NVIDIA calls every destructor, SVM free and event
+ * status callback on one), one waits while the JS thread takes every queued call in one go, and
+ * the others go on at once; with koffi's own callbacks each waited for a round trip of its own.
+ * The runtime's own callback stays what runs on the JS thread and what a slot falls back to;
+ * where the library is absent (another platform, a Worker) every callback is the runtime's own.
  */
 import type { Backend, Callback, CallbackDef, NativeType } from "./types.ts";
 import type { NativeLedgerLibrary } from "./native-ledger.ts";
@@ -41,11 +42,15 @@ function reader(type: NativeType, fromAddress: Backend["fromAddress"]): (word: b
   }
 }
 
-/** Counts of ffi/event-relay.c: run on the JS thread, queued from others, fallen back to waiting. */
+/**
+ * Counts of ffi/event-relay.c: calls run on the JS thread, queued from other threads, fallen back
+ * to the runtime's own callback; and deliveries (a thread waiting while JS took the queue).
+ */
 export interface EventRelayCounts {
   direct: number;
   queued: number;
   fallback: number;
+  deliveries: number;
 }
 
 /**
@@ -63,7 +68,7 @@ export function relayedCallbacks(
   const handlers: ((at: number) => void)[] = [];
   const words = new BigUint64Array(EVENT_WORDS * BATCH);
 
-  // Runs on the JS thread when the relay thread asks: takes everything queued. A handler's throw
+  // Runs on the JS thread when a delivering thread asks: takes everything queued. A handler's throw
   // is swallowed, as the runtime's own callbacks swallow it (the core catches first), so that
   // the calls after it in the batch still run.
   function take(): void {
@@ -131,6 +136,11 @@ export function relayedCallbacks(
   return {
     callback,
     counts: () =>
-      h === null ? null : { direct: h.event_count(0), queued: h.event_count(1), fallback: h.event_count(2) },
+      h === null ? null : {
+        direct: h.event_count(0),
+        queued: h.event_count(1),
+        fallback: h.event_count(2),
+        deliveries: h.event_count(3),
+      },
   };
 }

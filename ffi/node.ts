@@ -283,7 +283,7 @@ const nativeLibrary = nativeLibraryOnce(
 function fromAddress(address: bigint): Pointer | null {
   return address === 0n ? null : (address as unknown as Pointer);
 }
-/** `event` callbacks go through the library's relay, so that a driver thread never waits for JS. */
+/** `event` callbacks go through the library's relay: of the threads calling at once, only one waits for JS. */
 const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress);
 const callback = relayed.callback;
 /** For tests and the bench: how the relay delivered (null where there is no relay). */

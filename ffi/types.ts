@@ -77,10 +77,11 @@ export interface NativeLibrary<T extends SymbolTable> {
 /**
  * How a callback is delivered.
  * - `event`: returns void. Native code may call it from any thread. On the JS thread it may run
- *   synchronously inside the native call; from another thread it runs later on the JS thread and
- *   the native caller goes on at once (Bun's event relay slots; on Deno and Node the prebuilt
- *   library's relay, ffi/event-relay.c). Where that library is absent (another platform, a Worker)
- *   the caller waits until the JS thread ran it. The core defers user code itself.
+ *   synchronously inside the native call; from another thread it runs later on the JS thread. Bun:
+ *   the native caller goes on at once (Bun's event relay slots). Node, with the prebuilt library:
+ *   of the threads calling at once, one waits while JS takes every queued call, the others go on
+ *   (ffi/event-relay.c). Deno, and Node without the library (another platform, a Worker): each
+ *   caller waits until the JS thread ran its call. The core defers user code itself.
  * - `sync`: native code needs the return value, or needs the arguments to stay valid until JS has
  *   read them. From another thread, the native caller blocks until JS on the JS thread returned.
  *   The JS thread must therefore never block in a native call that waits on such a thread: use

@@ -78,17 +78,23 @@ describe("event callbacks from native threads", () => {
     assert.deepEqual(calls, [[0x7fff_1234_5678n, -7, 2 ** 40 + 3]]);
   });
 
-  test("a native thread goes on at once, and every call reaches JS once, in its thread's order", async () => {
+  test("of threads calling at once, at most one waits for a busy JS thread; every call reaches JS once, in its thread's order", async () => {
     if (lib === null) skip((built as { skip: string }).skip);
     calls.length = 0;
     const before = relayedSoFar();
     const threads = 8, each = 500;
+    // Bun's relay lets every thread go on; Node's (ffi/event-relay.c) has one thread wait while JS
+    // takes the queue; Deno's own callbacks make each thread wait for its calls (ffi/deno.ts says why).
+    const goOn = runtime === "bun" ? threads : before !== null ? threads - 1 : 0;
     assert.equal(lib.callers_start(notify, threads, each), threads);
-    // The JS thread stays busy here, so no callback can run: a thread that waits for JS would
-    // never finish. (Before the relay, Deno's and Node's threads all waited here.)
+    // The JS thread stays busy here, so no callback can run: a thread that waits for JS cannot finish.
+    // (Before the relay, all of Node's threads waited here.)
     const deadline = Date.now() + 10_000;
-    while (lib.callers_finished() < threads && Date.now() < deadline);
-    assert.equal(lib.callers_finished(), threads, "native threads still waiting for the JS thread");
+    while (lib.callers_finished() < goOn && Date.now() < deadline);
+    assert.ok(
+      lib.callers_finished() >= goOn,
+      `${lib.callers_finished()} of ${threads} native threads went on while the JS thread was busy, not ${goOn}`,
+    );
     assert.equal(calls.length, 0, "no callback ran while the JS thread was busy");
     await until(() => calls.length >= threads * each, `${threads * each} callbacks`);
     await lib.callers_join();
@@ -106,14 +112,15 @@ describe("event callbacks from native threads", () => {
 
   test("a callback that throws does not stop the calls queued after it", async () => {
     if (lib === null) skip((built as { skip: string }).skip);
-    // Bun's own queue delivers each call on its own; only the relays of Deno and Node batch them.
+    // Bun's own queue delivers each call on its own; only Node's relay batches them. A Deno
+    // callback that throws on a foreign thread hangs that thread ("Illegal unhandled exception in
+    // nonblocking callback"): memlife's core never lets a user's exception reach it.
     if (runtime === "bun") skip("Bun delivers each relayed call as a task of its own");
+    if (relayedSoFar() === null) skip("no batching relay here (Deno's own callbacks, or no prebuilt library)");
     calls.length = 0;
     throwFor = 3;
     try {
       assert.equal(lib.callers_start(notify, 1, 50), 1);
-      const deadline = Date.now() + 10_000;
-      while (lib.callers_finished() < 1 && Date.now() < deadline);
       await until(() => calls.length >= 50, "50 callbacks");
       await lib.callers_join();
       assert.deepEqual(calls.map((c) => c[2]), Array.from({ length: 50 }, (_, i) => i));
