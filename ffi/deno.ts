@@ -36,6 +36,7 @@ import type {
   SymbolTable,
 } from "./types.ts";
 import { ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
+import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
 
@@ -470,7 +471,7 @@ function narrowing(def: CallbackDef, fn: NativeFunction): NativeFunction {
   }
 }
 
-function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
+function plainCallback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
   // Both deliveries use a thread-safe callback: on the JS thread it runs inside the native call,
   // from another thread the caller waits for the JS thread, which `sync` needs and `event` allows.
   const made = Deno.UnsafeCallback.threadSafe(
@@ -555,12 +556,17 @@ function ledgerPath(): string | null {
   return nativeLedgerPath(`${Deno.build.os}-${arch}`);
 }
 
-/** The prebuilt library (its ledger), where it is and this is not a Worker. */
+/** The prebuilt library (ledger and event relay), where it is and this is not a Worker. */
 const nativeLibrary = nativeLibraryOnce(open, ledgerPath);
-// No event relay here (Node has one, ffi/event-relay.ts): on an H100, a destructor reached an
-// awaiting JS thread in 24-34 us through it, whichever thread asked Deno to run `take`, and in
-// 10-16 us through Deno's own callback (bench/parts.ts --part=await); back-to-back releases took
-// the same time either way. So a driver thread waits for each of its calls, as Deno makes it.
+// Only `burst` callbacks (SVM frees) go through the event relay here. For the others, on an H100,
+// a destructor reached an awaiting JS thread in 24-34 us through the relay, whichever thread asked
+// Deno to run `take`, and in 10-16 us through Deno's own callback (bench/parts.ts --part=await);
+// back-to-back releases took the same time either way. So for those a driver thread waits for
+// each of its calls, as Deno makes it.
+const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "plain");
+const callback = relayed.callback;
+/** For tests and the bench: how the relay delivered (null where there is no relay). */
+export const eventRelayCounts = relayed.counts;
 
 export const backend: Backend = {
   runtime: "deno",

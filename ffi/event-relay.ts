@@ -1,10 +1,12 @@
 /**
- * Event callbacks on Node through ffi/event-relay.c (in the prebuilt library): of the driver
- * threads calling `void` callbacks at once (NVIDIA calls every destructor, SVM free and event
- * status callback on one), one waits while the JS thread takes every queued call in one go, and
- * the others go on at once; with koffi's own callbacks each waited for a round trip of its own.
- * The runtime's own callback stays what runs on the JS thread and what a slot falls back to;
- * where the library is absent (another platform, a Worker) every callback is the runtime's own.
+ * Event callbacks on Deno and Node through ffi/event-relay.c (in the prebuilt library), for the
+ * `void` callbacks native code calls from other threads (NVIDIA calls every destructor, SVM free
+ * and event status callback on a driver thread, PoCL its SVM frees on a worker). A `burst`
+ * callback's caller goes on at once and the relay thread asks JS to take every queued call; any
+ * other's caller asks JS itself and waits (Node), or keeps the runtime's own callback (Deno, where
+ * that was faster: ffi/deno.ts). The runtime's own callback stays what runs on the JS thread and
+ * what a slot falls back to; where the library is absent (another platform, a Worker) every
+ * callback is the runtime's own.
  */
 import type { Backend, Callback, CallbackDef, NativeType } from "./types.ts";
 import type { NativeLedgerLibrary } from "./native-ledger.ts";
@@ -14,6 +16,7 @@ const EVENT_ARGS = 4;
 const EVENT_SLOTS = 16;
 const EVENT_WORDS = 1 + EVENT_ARGS;
 const KIND: Partial<Record<NativeType, number>> = { i32: 1, u32: 2, bool: 3 };
+const EVENT_BURST = 1 << 16;
 /** Calls taken per `event_take`. */
 const BATCH = 256;
 
@@ -55,20 +58,21 @@ export interface EventRelayCounts {
 
 /**
  * `Backend.callback` over the runtime's own `plain` one: `event` callbacks get a relay slot of
- * the library that `library()` opens (asked once, on the first such callback), others and the
- * rest stay plain. `counts()` is null until a relay exists.
+ * the library that `library()` opens (asked once, on the first such callback); with `others`
+ * "plain", only `burst` ones do. The rest stay plain. `counts()` is null until a relay exists.
  */
 export function relayedCallbacks(
   library: () => NativeLedgerLibrary | null,
   plain: Backend["callback"],
   fromAddress: Backend["fromAddress"],
+  others: "relay" | "plain",
 ): { callback: Backend["callback"]; counts(): EventRelayCounts | null } {
   let asked = false;
   let h: NativeLedgerLibrary["symbols"] | null = null;
   const handlers: ((at: number) => void)[] = [];
   const words = new BigUint64Array(EVENT_WORDS * BATCH);
 
-  // Runs on the JS thread when a delivering thread asks: takes everything queued. A handler's throw
+  // Runs on the JS thread when a deliverer asks: takes everything queued. A handler's throw
   // is swallowed, as the runtime's own callbacks swallow it (the core catches first), so that
   // the calls after it in the batch still run.
   function take(): void {
@@ -101,12 +105,14 @@ export function relayedCallbacks(
   function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback {
     const direct = plain(def, fn);
     if (def.delivery !== "event" || def.returns !== "void" || def.args.length > EVENT_ARGS) return direct;
+    if (def.burst !== true && others === "plain") return direct;
     const s = relay();
     if (s === null || handlers.length === EVENT_SLOTS) return direct;
     let kinds = 0;
     def.args.forEach((t, i) => {
       kinds |= (KIND[t] ?? 0) << (4 * i);
     });
+    if (def.burst === true) kinds |= EVENT_BURST;
     const trampoline = s.event_slot_init(handlers.length, direct, def.args.length, kinds);
     if (trampoline === null) return direct;
     const f = fn as (...args: unknown[]) => unknown;

@@ -283,8 +283,8 @@ const nativeLibrary = nativeLibraryOnce(
 function fromAddress(address: bigint): Pointer | null {
   return address === 0n ? null : (address as unknown as Pointer);
 }
-/** `event` callbacks go through the library's relay: of the threads calling at once, only one waits for JS. */
-const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress);
+/** `event` callbacks go through the library's relay: a `burst` caller never waits for JS, of others only one does. */
+const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "relay");
 const callback = relayed.callback;
 /** For tests and the bench: how the relay delivered (null where there is no relay). */
 export const eventRelayCounts = relayed.counts;

@@ -78,10 +78,11 @@ export interface NativeLibrary<T extends SymbolTable> {
  * How a callback is delivered.
  * - `event`: returns void. Native code may call it from any thread. On the JS thread it may run
  *   synchronously inside the native call; from another thread it runs later on the JS thread. Bun:
- *   the native caller goes on at once (Bun's event relay slots). Node, with the prebuilt library:
- *   of the threads calling at once, one waits while JS takes every queued call, the others go on
- *   (ffi/event-relay.c). Deno, and Node without the library (another platform, a Worker): each
- *   caller waits until the JS thread ran its call. The core defers user code itself.
+ *   the native caller goes on at once (Bun's event relay slots). Deno and Node, with the prebuilt
+ *   library (ffi/event-relay.c): a `burst` callback's caller goes on at once; of the threads
+ *   calling another at once, one waits while JS takes every queued call (Node; on Deno each waits
+ *   for its own), the others go on. Without the library (another platform, a Worker): each caller
+ *   waits until the JS thread ran its call. The core defers user code itself.
  * - `sync`: native code needs the return value, or needs the arguments to stay valid until JS has
  *   read them. From another thread, the native caller blocks until JS on the JS thread returned.
  *   The JS thread must therefore never block in a native call that waits on such a thread: use
@@ -101,6 +102,12 @@ export interface CallbackDef {
   readonly args: readonly NativeType[];
   readonly returns: "void" | "bool" | "i32" | "u32";
   readonly delivery: Delivery;
+  /**
+   * An `event` callback that native code calls many times in a row from the thread doing the
+   * work (an SVM free per allocation, from the queue's worker): the event relay of Deno and Node
+   * lets that thread go on at once instead of waiting for the JS thread (ffi/event-relay.c).
+   */
+  readonly burst?: boolean;
 }
 export type CallbackTable = Readonly<Record<string, CallbackDef>>;
 
