@@ -8,8 +8,8 @@
  * - a burst slot (an SVM free: one call per allocation, in a row, from the thread that does the
  *   queue's work) has the relay thread deliver, and the caller goes on at once. PoCL on 2 cores,
  *   Node: enqueueSVMFree with onFree 3.4 us a free, against 62 us when the worker waited for each.
- * - any other slot has its caller deliver, if no delivery is under way, and wait; other callers
- *   go on. On an H100 a destructor reached an awaiting JS thread in 14-16 us so (Node), against
+ * - any other slot has its caller deliver, if no delivery is under way, and wait for that one
+ *   round trip (what other threads queue meanwhile is the relay thread's); other callers go on. On an H100 a destructor reached an awaiting JS thread in 14-16 us so (Node), against
  *   30-34 us through the relay thread: the driver thread, free again at once, had to be woken for
  *   the next release. Back-to-back releases took the same time either way.
  *
@@ -61,16 +61,24 @@ static int event_delivering;    /* a thread is in event_wake: the calls queued m
 /* Under event_mu but the first. */
 static double event_direct_calls, event_queued_calls, event_fallback_calls, event_deliveries;
 
-/* Under event_mu, with calls queued and no delivery under way: asks JS to take them until none is left. */
-static void event_deliver(void) {
+static int event_start(void);
+
+/*
+ * Under event_mu, with calls queued and no delivery under way: asks JS to take them, again while
+ * more were queued meanwhile. A caller (not the relay thread) asks once, which takes its own call,
+ * and leaves what came meanwhile to the relay thread, so that no caller waits for other threads'
+ * calls; only where that thread cannot start does it go on asking.
+ */
+static void event_deliver(int caller) {
   event_delivering = 1;
-  while (event_len > 0) {
+  do {
     event_deliveries++;
     pthread_mutex_unlock(&event_mu);
     event_wake();
     pthread_mutex_lock(&event_mu);
-  }
+  } while (event_len > 0 && !(caller && event_start()));
   event_delivering = 0;
+  if (event_len > 0) pthread_cond_signal(&event_cv);
 }
 
 static uint64_t event_clean(uint64_t v, int kind) {
@@ -104,7 +112,7 @@ static void *event_main(void *unused) {
   pthread_mutex_lock(&event_mu);
   for (;;) {
     while (event_len == 0 || event_delivering) pthread_cond_wait(&event_cv, &event_mu);
-    event_deliver();
+    event_deliver(0);
   }
   return 0;
 }
@@ -145,7 +153,7 @@ static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a
   event_queued_calls++;
   if (!event_delivering) {
     if (s->burst) pthread_cond_signal(&event_cv);
-    else event_deliver();
+    else event_deliver(1);
   }
   pthread_mutex_unlock(&event_mu);
 }

@@ -30,13 +30,13 @@ static void *run(void *p) {
   return 0;
 }
 
-/* Starts `n` threads that call `fn` `calls` times each; returns how many started. */
-int callers_start(void *fn, int n, int calls) {
+/* Starts `n` threads that call `calls` times each, `even` or `odd` by their index; returns how many started. */
+int callers_start(void *even, void *odd, int n, int calls) {
   if (n > MAX_THREADS) n = MAX_THREADS;
   __atomic_store_n(&finished, 0, __ATOMIC_SEQ_CST);
   started = 0;
   for (int t = 0; t < n; t++) {
-    callers[t] = (caller){(notify_fn)fn, t, calls};
+    callers[t] = (caller){(notify_fn)(t % 2 == 0 ? even : odd), t, calls};
     if (pthread_create(&threads[t], 0, run, &callers[t]) != 0) break;
     started++;
   }
