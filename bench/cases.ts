@@ -134,8 +134,8 @@ async function openclBenchmarks(): Promise<void> {
   // Raw callbacks: process-lifetime trampolines, like memlife's, that only count (and wake a waiter),
   // in the runtime's own form: Bun's event slot is Bun's thread-safe JSCallback (a driver thread goes
   // on at once); on Deno and Node, the runtime's thread-safe callback, whose caller waits until the JS
-  // thread ran it, which is what `sync` delivery is there (memlife's `event` callbacks on Node go
-  // through the prebuilt library's relay instead, ffi/event-relay.c; on Deno they are the same).
+  // thread ran it, which is what `sync` delivery is there (memlife's `event` callbacks go through
+  // the prebuilt library's relay instead, ffi/event-relay.c: all of them on Node, SVM frees on Deno).
   const own = <D extends CallbackDef>(def: D): D => backend.runtime === "bun" ? def : { ...def, delivery: "sync" };
   let rawDestroyed = 0;
   let wake: (() => void) | undefined;

@@ -79,10 +79,10 @@ export interface NativeLibrary<T extends SymbolTable> {
  * - `event`: returns void. Native code may call it from any thread. On the JS thread it may run
  *   synchronously inside the native call; from another thread it runs later on the JS thread. Bun:
  *   the native caller goes on at once (Bun's event relay slots). Deno and Node, with the prebuilt
- *   library (ffi/event-relay.c): a `burst` callback's caller goes on at once; of the threads
- *   calling another at once, one waits while JS takes every queued call (Node; on Deno each waits
- *   for its own), the others go on. Without the library (another platform, a Worker): each caller
- *   waits until the JS thread ran its call. The core defers user code itself.
+ *   library (ffi/event-relay.c): a `burst` callback's caller goes on at once. Any other: on Node,
+ *   of the threads calling at once one waits while JS takes every queued call and the others go
+ *   on; on Deno each caller waits for its own call. Without the library (another platform, a
+ *   Worker) each caller waits until the JS thread ran its call. The core defers user code itself.
  * - `sync`: native code needs the return value, or needs the arguments to stay valid until JS has
  *   read them. From another thread, the native caller blocks until JS on the JS thread returned.
  *   The JS thread must therefore never block in a native call that waits on such a thread: use
