@@ -8,8 +8,9 @@
  * - a burst slot (an SVM free: one call per allocation, in a row, from the thread that does the
  *   queue's work) has the relay thread deliver, and the caller goes on at once. PoCL on 2 cores,
  *   Node: enqueueSVMFree with onFree 3.4 us a free, against 62 us when the worker waited for each.
- * - any other slot has its caller deliver, if no delivery is under way, and wait for that one
- *   round trip (what other threads queue meanwhile is the relay thread's); other callers go on. On an H100 a destructor reached an awaiting JS thread in 14-16 us so (Node), against
+ * - any other slot (Node only: Deno keeps its own callbacks for those, ffi/deno.ts says why) has
+ *   its caller deliver, if no delivery is under way, and wait for that one round trip (what other
+ *   threads queue meanwhile is the relay thread's); other callers go on. On an H100 a destructor reached an awaiting JS thread in 14-16 us so (Node), against
  *   30-34 us through the relay thread: the driver thread, free again at once, had to be woken for
  *   the next release. Back-to-back releases took the same time either way.
  *
