@@ -174,25 +174,19 @@ const withRawCallback = (callback: typeof ownDestructor) => () => {
   fast.clSetMemObjectDestructorCallback(mem, callback, zero);
   fast.clReleaseMemObjectReentrant(mem);
 };
-const destructorEntries: Entry[] = [
-  [
-    "no callback",
-    destructor("no callback", () => {
-      fast.clReleaseMemObject(fast.clCreateBuffer(context, rw, wideSize, null, errcode)!);
-      destroyed++;
-    }),
-  ],
-  ["raw, own callback", destructor("raw, own callback", withRawCallback(ownDestructor))],
-  ["raw, relayed callback", destructor("raw, relayed callback", withRawCallback(relayedDestructor))],
-  [
-    "createBuffer + destructor",
-    destructor("createBuffer + destructor", () => {
-      const buf = ctx.createBuffer(size);
-      buf.setDestructorCallback(count);
-      buf.release();
-    }),
-  ],
-].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
+const destructorEntries: Entry[] = ([
+  ["no callback", () => {
+    fast.clReleaseMemObject(fast.clCreateBuffer(context, rw, wideSize, null, errcode)!);
+    destroyed++;
+  }],
+  ["raw, own callback", withRawCallback(ownDestructor)],
+  ["raw, relayed callback", withRawCallback(relayedDestructor)],
+  ["createBuffer + destructor", () => {
+    const buf = ctx.createBuffer(size);
+    buf.setDestructorCallback(count);
+    buf.release();
+  }],
+] as const).map(([impl, op]) => ({ case: "parts", impl, items: 1, body: destructor(impl, op) }));
 /** One buffer at a time, each awaited until its destructor ran: the latency of a callback. */
 const oneByOne = (op: () => void) => async (n: number) => {
   // A driver thread's call is no pending work to Node's event loop: keep it alive meanwhile.
