@@ -463,9 +463,17 @@ const document = {
 };
 
 const missed = checks.filter((c) => !c.met);
+// A miss where the runtime's raw FFI, in the same run, misses the same target is (at least in
+// part) the FFI's own cost: issue 14 asks for each miss to be shown as one or the other.
+const rawMissesToo = missed.filter((c) => c.rawMet === false).length;
 const summary = [
-  `${checks.length - missed.length} of ${checks.length} target checks met.`,
-  ...missed.map((c) => `- missed: ${c.row}, ${c.case}: ${c.target} (measured ${c.value})`),
+  `${checks.length - missed.length} of ${checks.length} target checks met` +
+  (rawMissesToo > 0 ? `; the raw FFI misses ${rawMissesToo} of the ${missed.length} missed too.` : "."),
+  ...missed.map((c) =>
+    `- missed: ${c.row}, ${c.case}: ${c.target} (measured ${c.value})${
+      c.rawMet === false ? " — the raw FFI misses it too" : ""
+    }`
+  ),
 ];
 // Monitor calls per build explain what a JS monitor costs (each is a relay to the JS thread).
 const callsBySize = new Map<string, Set<number>>();
