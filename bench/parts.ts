@@ -1,7 +1,7 @@
 /**
  * Where memlife's create + release time goes, part by part, on one runtime:
  *   bun bench/parts.ts | deno run -A --v8-flags=--expose-gc bench/parts.ts | node --expose-gc bench/parts.ts
- *   [--samples=9] [--part=buffer|svm] [--full-gc]
+ *   [--samples=9] [--part=buffer|svm|destructor|await|hostptr] [--full-gc]
  *
  * --full-gc forces a full collection before each sample instead of a young one (bench/measure.ts,
  * `settler`, says why the bench does not).
@@ -35,7 +35,12 @@
  *                            prebuilt library's relay (ffi/event-relay.c) where it is loaded
  *   createBuffer + destructor the public API: createBuffer, setDestructorCallback, release
  * On Deno and Node the relay's counts follow: calls queued from other threads and the JS thread's
- * wake-ups to take them.
+ * wake-ups to take them. And a 4 KiB `hostPtr: "use"` buffer awaited until destroyed, one at a
+ * time (the bench's "hostPtr use" row; `--part=hostptr`):
+ *   raw, own callback        clCreateBuffer(USE_HOST_PTR) + a destructor callback that resolves a promise
+ *   + Buffer object          the same native calls, wrapped in memlife's Buffer, `destroyed` awaited
+ *   + bufferArguments        the same with createBuffer's argument checks in front
+ *   createBuffer(view, use)  the public API
  */
 import { cl } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
@@ -214,6 +219,56 @@ const awaitEntries: Entry[] = [
 ].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
 const relayCounts = (ffi as { eventRelayCounts?: () => object | null }).eventRelayCounts;
 
+// hostPtr "use": one buffer at a time over the same host view, each awaited until its destructor
+// ran (the bench's "hostPtr use" case). Each line adds one layer; measured in this loop, not alone:
+// the argument checks cost two to three times more here than in a loop of their own.
+const host = new Uint8Array(new ArrayBuffer(size));
+const useFlags = 1 | 8; // CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR
+const wideUseFlags = fast.wide(useFlags);
+let gone: (() => void) | undefined;
+const rawGone = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, () => {
+  gone?.();
+  gone = undefined;
+});
+const hostEntries: Entry[] = [
+  ["raw, own callback", async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const destroyed = new Promise<void>((resolve) => (gone = resolve));
+      const mem = fast.clCreateBuffer(context, wideUseFlags, wideSize, host, errcode)!;
+      fast.clSetMemObjectDestructorCallback(mem, rawGone, zero);
+      fast.clReleaseMemObjectReentrant(mem);
+      await destroyed;
+    }
+  }],
+  ["+ Buffer object", async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const handle = own.clCreateBuffer(context, useFlags, size, host, errcode) as Pointer;
+      const buf = new cl.Buffer(ctx, handle, size, useFlags, host);
+      const destroyed = buf.destroyed;
+      buf.release();
+      await destroyed;
+    }
+  }],
+  ["+ bufferArguments", async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const { flags, size, data } = bufferArguments(host, { hostPtr: "use" });
+      const handle = own.clCreateBuffer(context, flags, size, data, errcode) as Pointer;
+      const buf = new cl.Buffer(ctx, handle, size, flags, data);
+      const destroyed = buf.destroyed;
+      buf.release();
+      await destroyed;
+    }
+  }],
+  ["createBuffer(view, use)", async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const buf = ctx.createBuffer(host, { hostPtr: "use" });
+      const destroyed = buf.destroyed;
+      buf.release();
+      await destroyed;
+    }
+  }],
+].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
+
 const method = { sampleMs: 50, warmupMs: 100, samples };
 const collect = process.argv.includes("--full-gc") ? fullGc() : settler();
 const sections = [
@@ -221,6 +276,7 @@ const sections = [
   ["svm", "SVM alloc + queued free, 4 KiB", svmEntries],
   ["destructor", "4 KiB buffer with one destructor callback", destructorEntries],
   ["await", "4 KiB buffer with one destructor callback, each awaited", awaitEntries],
+  ["hostptr", '4 KiB hostPtr "use" buffer, each awaited until destroyed', hostEntries],
 ] as const;
 for (const [name, title, list] of sections) {
   if (part !== undefined && part !== name) continue;
