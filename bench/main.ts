@@ -3,7 +3,7 @@
  *
  *   node bench/main.ts [--quick | --full] [--filter=substr] [--json] [--runtime=bun,deno,node]
  *                      [--device=<index|name|platform:device|all>] [--passes=N] [--no-install]
- *                      [--timeout=seconds per process]
+ *                      [--timeout=seconds per process] [--pin=CPU]
  *
  * Compiles and runs the C baseline (bench/baseline.c), runs PyOpenCL (bench/pyopencl_cases.py) when
  * a Python with pyopencl exists, and runs bench/cases.ts in a process of its own on Bun, Deno and
@@ -17,6 +17,12 @@
  * the samples of one, which matters for the ratios between processes (to C, to PyOpenCL). Embree
  * builds are long enough to run once. --quick, --filter and --runtime runs leave latest.* alone
  * and write only bench/results/history/<date>-partial.json.
+ *
+ * --pin=CPU runs every process (C, PyOpenCL, each runtime) on that one CPU (`taskset -c`): a callback
+ * from a driver or TBB thread then costs a context switch instead of a wake-up on another CPU,
+ * which in a VM can be five times as much (bench/wakeup.c). A diagnostic, never the figures of
+ * record: it serializes PoCL's and TBB's threads with the JS thread. Like --quick, it leaves
+ * latest.* alone.
  *
  * Where memlife's own time goes, layer by layer: bench/parts.ts (run it on each runtime).
  *
@@ -74,6 +80,7 @@ const known = [
   "--passes",
   "--no-install",
   "--timeout",
+  "--pin",
   "--help",
 ];
 for (const flag of flags.keys()) {
@@ -102,6 +109,18 @@ const deviceFlag = flags.get("--device");
 const install = !flags.has("--no-install");
 const timeoutSec = Number(flags.get("--timeout") ?? 300);
 const passes = Math.max(1, Number(flags.get("--passes") ?? (set === "quick" ? 1 : 2)));
+const pin = flags.get("--pin");
+if (pin !== undefined) {
+  const cpu = Number(pin);
+  if (!/^\d+$/.test(pin) || cpu >= os.cpus().length) {
+    console.error(`bench: --pin takes a CPU index from 0 to ${os.cpus().length - 1}, got ${pin}`);
+    process.exit(2);
+  }
+  if (spawnSync("sh", ["-c", "command -v taskset"], { stdio: "ignore" }).status !== 0) {
+    console.error("bench: --pin needs taskset (util-linux)");
+    process.exit(2);
+  }
+}
 
 /** Human output goes to stderr under --json, so stdout carries the JSON document alone. */
 const say = (text: string) => (jsonOnly ? process.stderr : process.stdout).write(text + "\n");
@@ -357,7 +376,10 @@ function runJob(job: Job): Promise<void> {
   const name = job.runtime + (job.device.label ? ` @ ${job.device.label}` : "");
   progress(`${name}: ${job.group}…`, true);
   return new Promise((resolve) => {
-    const child: ChildProcess = spawn(job.command, job.args, {
+    const [command, args] = pin === undefined
+      ? [job.command, job.args]
+      : ["taskset", ["-c", pin, job.command, ...job.args]];
+    const child: ChildProcess = spawn(command, args, {
       cwd: root,
       env: { ...process.env, ...job.device.env },
       stdio: ["ignore", "pipe", "pipe"],
@@ -438,6 +460,8 @@ const host = {
   os: `${os.type()} ${os.release()}`,
   loadAverageAtStart: Math.round(load * 100) / 100,
   loadAverageAtEnd: Math.round(os.loadavg()[0] * 100) / 100,
+  /** The one CPU every process ran on (--pin), if any. */
+  pinnedCpu: pin === undefined ? undefined : Number(pin),
 };
 const devicesSeen = [...new Set(infos.map((i) => i.device).filter(Boolean))];
 const versions = Object.fromEntries(infos.filter((i) => i.version).map((i) => [i.runtime, i.version]));
@@ -492,7 +516,7 @@ const context = `${set} set: samples of ≥ ${method.sampleMs} ms after ≥ ${me
   (passes > 1 ? `OpenCL ${passes} passes × ${openclSamples} samples pooled, ` : `OpenCL ${openclSamples} samples, `) +
   `Embree ${method.samples} samples; median ` +
   `time per operation, min/max relative to it; ×C and ×raw are time ratios (lower is better). ` +
-  `Host: ${host.cpu}, ${host.cores} cores` +
+  `Host: ${host.cpu}, ${host.cores} cores` + (pin === undefined ? "" : `, every process pinned to CPU ${pin}`) +
   (devicesSeen.length > 0 ? `; OpenCL: ${devicesSeen.join(", ")}` : "") +
   (Object.keys(versions).length > 0 ? `; ${Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(", ")}` : "") +
   ". " +
@@ -505,8 +529,8 @@ function write(file: string, text: string): void {
   fs.renameSync(file + ".tmp", file);
 }
 const json = JSON.stringify(document, null, 1) + "\n";
-// Quick and partial runs (--filter, --runtime) do not replace the full picture in latest.*.
-const partial = set === "quick" || filter !== undefined || flags.has("--runtime");
+// Quick, partial (--filter, --runtime) and pinned runs do not replace the full picture in latest.*.
+const partial = set === "quick" || filter !== undefined || flags.has("--runtime") || pin !== undefined;
 const stamp = date.toISOString().replace(/[:.]/g, "-").slice(0, 19);
 write(path.join(resultsDir, "history", `${stamp}${partial ? "-partial" : ""}.json`), json);
 if (!partial) {
