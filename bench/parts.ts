@@ -230,6 +230,15 @@ const rawGone = backend.callback({ ...openclCallbacks.memDestructor, delivery: "
   gone?.();
   gone = undefined;
 });
+/** One buffer at a time: made, `destroyed` read, released, awaited. */
+const eachAwaited = (make: () => InstanceType<typeof cl.Buffer>) => async (n: number) => {
+  for (let i = 0; i < n; i++) {
+    const buf = make();
+    const destroyed = buf.destroyed;
+    buf.release();
+    await destroyed;
+  }
+};
 const hostEntries: Entry[] = [
   ["raw, own callback", async (n: number) => {
     for (let i = 0; i < n; i++) {
@@ -240,33 +249,20 @@ const hostEntries: Entry[] = [
       await destroyed;
     }
   }],
-  ["+ Buffer object", async (n: number) => {
-    for (let i = 0; i < n; i++) {
-      const handle = own.clCreateBuffer(context, useFlags, size, host, errcode) as Pointer;
-      const buf = new cl.Buffer(ctx, handle, size, useFlags, host);
-      const destroyed = buf.destroyed;
-      buf.release();
-      await destroyed;
-    }
-  }],
-  ["+ bufferArguments", async (n: number) => {
-    for (let i = 0; i < n; i++) {
+  [
+    "+ Buffer object",
+    eachAwaited(() =>
+      new cl.Buffer(ctx, own.clCreateBuffer(context, useFlags, size, host, errcode) as Pointer, size, useFlags, host)
+    ),
+  ],
+  [
+    "+ bufferArguments",
+    eachAwaited(() => {
       const { flags, size, data } = bufferArguments(host, { hostPtr: "use" });
-      const handle = own.clCreateBuffer(context, flags, size, data, errcode) as Pointer;
-      const buf = new cl.Buffer(ctx, handle, size, flags, data);
-      const destroyed = buf.destroyed;
-      buf.release();
-      await destroyed;
-    }
-  }],
-  ["createBuffer(view, use)", async (n: number) => {
-    for (let i = 0; i < n; i++) {
-      const buf = ctx.createBuffer(host, { hostPtr: "use" });
-      const destroyed = buf.destroyed;
-      buf.release();
-      await destroyed;
-    }
-  }],
+      return new cl.Buffer(ctx, own.clCreateBuffer(context, flags, size, data, errcode) as Pointer, size, flags, data);
+    }),
+  ],
+  ["createBuffer(view, use)", eachAwaited(() => ctx.createBuffer(host, { hostPtr: "use" }))],
 ].map(([impl, body]) => ({ case: "parts", impl: impl as string, items: 1, body: body as Entry["body"] }));
 
 const method = { sampleMs: 50, warmupMs: 100, samples };
