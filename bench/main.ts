@@ -20,7 +20,7 @@
  *
  * --pin=CPU runs every process (C, PyOpenCL, each runtime) on that one CPU (`taskset -c`): a callback
  * from a driver or TBB thread then costs a context switch instead of a wake-up on another CPU,
- * which in a VM can be five times as much (bench/wakeup.c). A diagnostic, never the figures of
+ * which in a VM costs three to six times as much (bench/wakeup.c). A diagnostic, never the figures of
  * record: it serializes PoCL's and TBB's threads with the JS thread. Like --quick, it leaves
  * latest.* alone.
  *
