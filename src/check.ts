@@ -98,6 +98,20 @@ export function options<K extends string>(
   what: string,
 ): Partial<Record<K, unknown>> | undefined {
   if (value === undefined) return undefined;
+  const bag = plainObject(value, keys, what);
+  for (const key in bag) {
+    // Enumerable keys inherited from a tampered Object.prototype are not the caller's options.
+    if (!Object.hasOwn(keys, key) && Object.hasOwn(bag, key)) throw unknownOption(key, keys, what);
+  }
+  return bag as Partial<Record<K, unknown>>;
+}
+
+/** `value` if it is a plain object (`{...}` or `Object.create(null)`), else the TypeError of `options()`. */
+export function plainObject(
+  value: unknown,
+  keys: Readonly<Record<string, true>>,
+  what: string,
+): Record<string, unknown> {
   if (typeof value !== "object" || value === null) {
     throw new TypeError(`${what} must be an object ${expected(keys)} or undefined, got ${show(value)}`);
   }
@@ -105,13 +119,12 @@ export function options<K extends string>(
   if (proto !== Object.prototype && proto !== null) {
     throw new TypeError(`${what} must be a plain object ${expected(keys)}, got ${show(value)}`);
   }
-  for (const key in value) {
-    // Enumerable keys inherited from a tampered Object.prototype are not the caller's options.
-    if (!Object.hasOwn(keys, key) && Object.hasOwn(value, key)) {
-      throw new TypeError(`${what} has no option ${JSON.stringify(key)}; the options are ${expected(keys)}`);
-    }
-  }
-  return value as Partial<Record<K, unknown>>;
+  return value as Record<string, unknown>;
+}
+
+/** The TypeError for an own key of an options bag that is not one of its `keys`. */
+export function unknownOption(key: string, keys: Readonly<Record<string, true>>, what: string): TypeError {
+  return new TypeError(`${what} has no option ${JSON.stringify(key)}; the options are ${expected(keys)}`);
 }
 
 function expected(keys: Readonly<Record<string, true>>): string {

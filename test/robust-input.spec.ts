@@ -251,6 +251,58 @@ describe("options are own properties of plain objects, booleans are booleans", (
     ctx.createBuffer(64, Object.assign(Object.create(null), { access: "read_only" })).release();
   });
 
+  test("createBuffer reads its options by the same rules as every other options bag", () => {
+    // createBuffer reads its options in one pass of its own (src/opencl/buffer.ts, for speed):
+    // the rules of options() and own() must hold there too.
+    const data = new Uint8Array(64);
+    const READ_ONLY = 1 << 2, USE_HOST_PTR = 1 << 3;
+    const proto = Object.prototype as Record<string, unknown>;
+    // An enumerable option or unknown key inherited from a tampered Object.prototype is not the caller's.
+    Object.defineProperty(proto, "hostPtr", { value: "use", enumerable: true, configurable: true, writable: true });
+    Object.defineProperty(proto, "bogus", { value: 1, enumerable: true, configurable: true, writable: true });
+    try {
+      const plain = ctx.createBuffer(64, {});
+      assert.equal(plain.flags & USE_HOST_PTR, 0, "an inherited hostPtr must not count");
+      plain.release();
+    } finally {
+      delete proto.hostPtr;
+      delete proto.bogus;
+    }
+    // An own option counts even when it is not enumerable.
+    const hidden = {};
+    Object.defineProperty(hidden, "access", { value: "read_only", enumerable: false });
+    const readOnly = ctx.createBuffer(64, hidden);
+    assert.equal(readOnly.flags & READ_ONLY, READ_ONLY, "a non-enumerable own access must count");
+    readOnly.release();
+    const hiddenUse = {};
+    Object.defineProperty(hiddenUse, "hostPtr", { value: "use", enumerable: false });
+    const used = ctx.createBuffer(data, hiddenUse);
+    assert.equal(used.flags & USE_HOST_PTR, USE_HOST_PTR, "a non-enumerable own hostPtr must count");
+    used.release();
+    // Every key is checked before any value is read, and each value is read once.
+    let reads = 0;
+    const getter = {
+      get hostPtr() {
+        reads++;
+        return "use";
+      },
+      bogus: 1,
+    };
+    assert.throws(() => ctx.createBuffer(data, getter as never), /createBuffer options has no option "bogus"/);
+    assert.equal(reads, 0, "no option may be read before the keys were checked");
+    const once = {
+      get hostPtr() {
+        reads++;
+        return "use";
+      },
+    };
+    const viaGetter = ctx.createBuffer(data, once as never);
+    assert.equal(reads, 1, "an option is read once");
+    viaGetter.release();
+    // A prototype-free bag works as a plain object does.
+    ctx.createBuffer(data, Object.assign(Object.create(null), { hostPtr: "use", access: "read_only" })).release();
+  });
+
   test("svmAlloc options", () => {
     needSVM();
     table([
