@@ -10,9 +10,13 @@
  *   use     createBuffer(view, { hostPtr: "use" }), await destroyed, release: the bench's
  *           "hostPtr use" case
  *   svm     svmAlloc(4096) + enqueueSVMFree, queue.finish() every 256
+ *   svm-raw the same through the bench's raw floor (bench/raw.ts): what memlife's JS adds is the
+ *           difference between the two profiles' JS self time
  */
 import { Session } from "node:inspector/promises";
 import { cl } from "../src/mod.ts";
+import { backend } from "../src/backend.ts";
+import { openRaw } from "./raw.ts";
 
 interface ProfileNode {
   id: number;
@@ -42,6 +46,19 @@ const loops: Record<string, (n: number) => Promise<void> | void> = {
   svm: async (n) => {
     for (let i = 0; i < n; i++) {
       queue.enqueueSVMFree([ctx.svmAlloc(4096)]).release();
+      if (i % 256 === 255) await queue.finish();
+    }
+    await queue.finish();
+  },
+  "svm-raw": async (n) => {
+    const f = openRaw(cl.library().path);
+    const context = ctx.unsafeHandle, q = queue.unsafeHandle;
+    const flags = f.wide(1), size = f.wide(4096), userData = f.wide(0);
+    const list = new BigUint64Array(new ArrayBuffer(8)), slot = new BigUint64Array(new ArrayBuffer(8));
+    for (let i = 0; i < n; i++) {
+      list[0] = backend.address(f.clSVMAlloc(context, flags, size, 0));
+      if (f.clEnqueueSVMFree(q, 1, list, null, userData, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree");
+      f.clReleaseEvent(backend.fromAddress(slot[0]));
       if (i % 256 === 255) await queue.finish();
     }
     await queue.finish();

@@ -28,8 +28,6 @@ export const useSVM: unique symbol = Symbol("memlife.useSVM");
 export const unuseSVM: unique symbol = Symbol("memlife.unuseSVM");
 /** Event: the completion callback's promise, registered on first use. */
 export const completion: unique symbol = Symbol("memlife.completion");
-/** Event: the event of command number `seq` of an in-order queue. */
-export const trackCommand: unique symbol = Symbol("memlife.trackCommand");
 /** CommandQueue: wraps the cl_event the enqueue call just wrote. */
 export const newCommand: unique symbol = Symbol("memlife.newCommand");
 /** CommandQueue: keeps what a command uses alive until it completed. */
@@ -44,5 +42,3 @@ export const deviceState: unique symbol = Symbol("memlife.deviceState");
 export const lastRelease: unique symbol = Symbol("memlife.lastRelease");
 /** Event, Program, Kernel: the native release of the handle (Event keeps Deno's fast call when it can). */
 export const releaseHandle: unique symbol = Symbol("memlife.releaseHandle");
-/** Event: its release can call nothing back (see Event[quietRelease]). */
-export const quietRelease: unique symbol = Symbol("memlife.quietRelease");

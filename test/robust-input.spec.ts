@@ -339,6 +339,74 @@ describe("options are own properties of plain objects, booleans are booleans", (
     a.release();
   });
 
+  test("enqueueSVMFree reads its options by the same rules as every other options bag", async () => {
+    // enqueueSVMFree reads its options in one pass of its own (src/opencl/queue.ts, for speed):
+    // the rules of options() and own() must hold there too.
+    needSVM();
+    const proto = Object.prototype as Record<string, unknown>;
+    let inheritedCalls = 0;
+    // An enumerable option or unknown key inherited from a tampered Object.prototype is not the caller's.
+    Object.defineProperty(proto, "onFree", {
+      value: () => inheritedCalls++,
+      enumerable: true,
+      configurable: true,
+      writable: true,
+    });
+    Object.defineProperty(proto, "bogus", { value: 1, enumerable: true, configurable: true, writable: true });
+    try {
+      const event = queue.enqueueSVMFree([ctx.svmAlloc(64)], {});
+      await event.wait();
+      event.release();
+    } finally {
+      delete proto.onFree;
+      delete proto.bogus;
+    }
+    assert.equal(inheritedCalls, 0, "an inherited onFree must not count");
+    // An own option counts even when it is not enumerable.
+    let hiddenCalls = 0;
+    const hidden = {};
+    Object.defineProperty(hidden, "onFree", { value: () => hiddenCalls++, enumerable: false });
+    const freed = queue.enqueueSVMFree([ctx.svmAlloc(64)], hidden);
+    await freed.wait();
+    freed.release();
+    assert.equal(hiddenCalls, 1, "a non-enumerable own onFree must count");
+    // Every key is checked before any value is read, and each value is read once.
+    let reads = 0;
+    const a = ctx.svmAlloc(64);
+    const getter = {
+      get onFree() {
+        reads++;
+        return () => {};
+      },
+      bogus: 1,
+    };
+    assert.throws(() => queue.enqueueSVMFree([a], getter as never), /enqueueSVMFree options has no option "bogus"/);
+    assert.equal(reads, 0, "no option may be read before the keys were checked");
+    assert.ok(a.alive, "the refused free left the allocation alone");
+    const once = {
+      get onFree() {
+        reads++;
+        return () => {};
+      },
+    };
+    const viaGetter = queue.enqueueSVMFree([a], once as never);
+    assert.equal(reads, 1, "an option is read once");
+    await viaGetter.wait();
+    viaGetter.release();
+    // A prototype-free bag works as a plain object does.
+    let bareCalls = 0;
+    const bare = queue.enqueueSVMFree(
+      [ctx.svmAlloc(64)],
+      Object.assign(Object.create(null), { onFree: () => bareCalls++, waitFor: [] }),
+    );
+    await bare.wait();
+    bare.release();
+    assert.equal(bareCalls, 1, "a prototype-free bag's onFree must count");
+    const kept = ctx.svmAlloc(64);
+    assert.throws(() => queue.enqueueSVMFree([kept], new Map() as never), /must be a plain object/);
+    kept.release();
+  });
+
   test("read and write options and targets", async () => {
     table([
       ["write options 5", () => queue.enqueueWriteBuffer(buf, new Uint8Array(4), 5 as never), T],

@@ -1,6 +1,5 @@
 /** Events: what a queued command returns, to wait on or to chain with `waitFor`. */
 import type { Pointer } from "../../ffi/types.ts";
-import { backend } from "../backend.ts";
 import { type CallbackOutcome, reportCallbackError } from "../callbacks.ts";
 import { OpenCLError } from "../errors.ts";
 import { integer, show } from "../check.ts";
@@ -9,15 +8,7 @@ import { check, errcode, infoU32, opencl, pointerArray, symbols, unguarded } fro
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind, ContextChild } from "./child.ts";
-import {
-  adoptChild,
-  disownChild,
-  lastRelease,
-  liveHandle,
-  quietRelease,
-  releaseHandle,
-  trackCommand,
-} from "../internal.ts";
+import { adoptChild, disownChild, lastRelease, liveHandle, releaseHandle } from "../internal.ts";
 
 const kind = childKind({
   name: "Event",
@@ -80,14 +71,34 @@ export class Event extends ContextChild {
   #after: CallbackOutcome | undefined;
   /** The queue whose command this is, and the command's number there. */
   #tracker: CommandTracker | undefined;
-  #seq = 0;
-  /** Releasing it can run no JS callback (see `[quietRelease]`). */
-  #quiet = false;
+  #seq: number;
+  /**
+   * Its release can call nothing back: the event of a command that holds no memory object (whose
+   * destructor could run) and no JS callback (onFree), waits on no event, and whose queue keeps
+   * its own reference. `release()` may then keep Deno's fast call (about 0.25 us of the ~3 us an
+   * SVM free takes, doubled on a 2-core machine where JS time competes with the driver's threads),
+   * as long as the queue is still open.
+   */
+  #quiet: boolean;
 
-  /** @internal made by queues and contexts. */
-  constructor(handle: Pointer, context: Context, after?: CallbackOutcome) {
+  /**
+   * @internal made by queues and contexts; a queue's command gives its queue's `tracker`, its
+   * number there, and whether it is `quiet`. All in one constructor: each separate call or write
+   * after it cost V8 a few ns on the hottest path (an SVM free makes and drops an event per call).
+   */
+  constructor(
+    handle: Pointer,
+    context: Context,
+    after?: CallbackOutcome,
+    tracker?: CommandTracker,
+    seq = 0,
+    quiet = false,
+  ) {
     super(handle, context, (new.target as unknown) === UserEvent ? userKind : kind);
     this.#after = after;
+    this.#tracker = tracker;
+    this.#seq = seq;
+    this.#quiet = quiet;
   }
 
   /** CL_EVENT_COMMAND_TYPE, e.g. `cl.CommandType.SVM_FREE` (0x1209). */
@@ -137,30 +148,11 @@ export class Event extends ContextChild {
     await after;
   }
 
-  /**
-   * @internal The event of a command whose release can call nothing back: one that holds no memory
-   * object (whose destructor could run) and no JS callback (onFree), waits on no event, and whose
-   * queue keeps its own reference. `release()` may then keep Deno's fast call (about 0.25 us of the
-   * ~3 us an SVM free takes, doubled on a 2-core machine where JS time competes with the driver's
-   * threads), as long as the queue is still open.
-   */
-  [quietRelease](): this {
-    this.#quiet = true;
-    return this;
-  }
-
   override [releaseHandle](handle: Pointer): number {
     const tracker = this.#tracker;
     return this.#quiet && tracker !== undefined && tracker.open()
       ? unguarded.clReleaseEvent(handle)
       : symbols.clReleaseEvent(handle);
-  }
-
-  /** @internal The event of command number `seq` of an in-order queue. */
-  [trackCommand](tracker: CommandTracker, seq: number): this {
-    this.#tracker = tracker;
-    this.#seq = seq;
-    return this;
   }
 }
 
@@ -218,9 +210,4 @@ export function waitList(events: unknown): { count: number; list: BigUint64Array
     return e[liveHandle]();
   });
   return { count: handles.length, list: pointerArray(handles) };
-}
-
-/** Wraps the cl_event an enqueue call just wrote into `eventOut`. */
-export function eventFrom(slot: BigUint64Array, context: Context, after?: CallbackOutcome): Event {
-  return new Event(backend.fromAddress(slot[0]) as Pointer, context, after);
 }

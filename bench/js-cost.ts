@@ -1,0 +1,156 @@
+/**
+ * What memlife's JavaScript costs per call, with the native calls replaced by JS stubs: what is
+ * left is the wrapper's own work against the raw floor's, in ns, free of the driver's threads.
+ *
+ *   bun bench/js-cost.ts | deno run -A bench/js-cost.ts | node bench/js-cost.ts
+ *     [--rounds=15] [--only=<line>] (one line alone, e.g. under a profiler)
+ *
+ * Why: on a 2-core machine a ns of JS between two enqueues costs the SVM free row 2-3 ns (PoCL's
+ * workers go idle and must be woken; bench/parts.ts "raw + N ns"), so the bench's ratios cannot
+ * tell 5 ns from 15. Here each line is the same loop as the bench's, with every OpenCL entry point
+ * it reaches a stub that returns at once (a buffer's destructor callback runs inside the stubbed
+ * clReleaseMemObject, as PoCL runs it, straight into memlife's handler: the backend's delivery is
+ * not measured). Lines, each the median of `rounds` samples taken round-robin:
+ *   svm raw / svm memlife      alloc + queued free + event release (the bench's "enqueueSVMFree")
+ *   svm memlife, options {}    the same with an empty options bag
+ *   create raw / memlife       createBuffer(4096) + release
+ *   hostPtr raw                clCreateBuffer(USE_HOST_PTR) + a destructor callback resolving a promise
+ *   hostPtr + Buffer           the same calls wrapped in memlife's Buffer, `destroyed` awaited
+ *   hostPtr + Buffer + checks  with createBuffer's argument checks (`bufferArguments`) in front
+ *   hostPtr memlife            createBuffer(view, { hostPtr: "use" }), `destroyed` awaited, release
+ * The stubs replace the library's symbols for the whole process: never import this elsewhere.
+ */
+import { cl } from "../src/mod.ts";
+import { backend } from "../src/backend.ts";
+import { bufferArguments } from "../src/opencl/buffer.ts";
+const use = { hostPtr: "use" } as const;
+import type { Callback, Pointer } from "../ffi/types.ts";
+
+const rounds = Number(process.argv.find((a) => a.startsWith("--rounds="))?.slice(9) ?? 15);
+
+// The trampolines are made on first use: from now on a "native callback" is its JS handler.
+const handlers = new Map<Callback, (...args: unknown[]) => unknown>();
+(backend as { callback: unknown }).callback = (_def: unknown, fn: (...args: unknown[]) => unknown) => {
+  const marker = {} as Callback;
+  handlers.set(marker, fn);
+  return marker;
+};
+
+const ctx = cl.createContext();
+const queue = ctx.createCommandQueue();
+const fakeMemory = backend.fromAddress(0x10000n)!;
+const fakeEvent = 0x20000n;
+// One buffer alive at a time in every loop below: one pending destructor is enough.
+let destructor: { fn: (...args: unknown[]) => unknown; id: unknown } | undefined;
+const stubs: Record<string, (...args: never[]) => unknown> = {
+  clSVMAlloc: () => fakeMemory,
+  clEnqueueSVMFree: (...args: unknown[]) => {
+    (args[7] as BigUint64Array)[0] = fakeEvent;
+    return 0;
+  },
+  clReleaseEvent: () => 0,
+  clCreateBuffer: () => fakeMemory,
+  clSetMemObjectDestructorCallback: (_mem: Pointer, fn: Callback, id: unknown) => {
+    destructor = { fn: handlers.get(fn)!, id };
+    return 0;
+  },
+  clReleaseMemObject: (mem: Pointer) => {
+    const d = destructor;
+    destructor = undefined;
+    d?.fn(mem, d.id);
+    return 0;
+  },
+};
+for (const table of [cl.library().symbols, cl.library().unguarded]) Object.assign(table, stubs);
+
+const s = stubs as unknown as Record<string, (...args: unknown[]) => unknown>;
+const context = ctx.unsafeHandle, q = queue.unsafeHandle;
+const list = new BigUint64Array(new ArrayBuffer(8)), slot = new BigUint64Array(new ArrayBuffer(8));
+const errcode = new Int32Array(new ArrayBuffer(4));
+const host = new Uint8Array(new ArrayBuffer(4096));
+const empty = {};
+let wake: (() => void) | undefined;
+const rawDestructor = {} as Callback;
+handlers.set(rawDestructor, () => wake!());
+
+const lines: Record<string, (n: number) => void | Promise<void>> = {
+  "svm raw": (n) => {
+    for (let i = 0; i < n; i++) {
+      list[0] = backend.address(s.clSVMAlloc(context, 1, 4096, 0) as Pointer);
+      if (s.clEnqueueSVMFree(q, 1, list, null, 0, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree");
+      s.clReleaseEvent(backend.fromAddress(slot[0]));
+    }
+  },
+  "svm memlife": (n) => {
+    for (let i = 0; i < n; i++) queue.enqueueSVMFree([ctx.svmAlloc(4096)]).release();
+  },
+  "svm memlife, options {}": (n) => {
+    for (let i = 0; i < n; i++) queue.enqueueSVMFree([ctx.svmAlloc(4096)], empty).release();
+  },
+  "create raw": (n) => {
+    for (let i = 0; i < n; i++) s.clReleaseMemObject(s.clCreateBuffer(context, 1, 4096, null, errcode));
+  },
+  "create memlife": (n) => {
+    for (let i = 0; i < n; i++) ctx.createBuffer(4096).release();
+  },
+  "hostPtr raw": async (n) => {
+    for (let i = 0; i < n; i++) {
+      const gone = new Promise<void>((resolve) => (wake = resolve));
+      const mem = s.clCreateBuffer(context, 9, 4096, host, errcode) as Pointer;
+      s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0);
+      s.clReleaseMemObject(mem);
+      await gone;
+    }
+  },
+  "hostPtr + Buffer": async (n) => {
+    for (let i = 0; i < n; i++) {
+      const buffer = new cl.Buffer(ctx, s.clCreateBuffer(context, 9, 4096, host, errcode) as Pointer, 4096, 9, host);
+      const gone = buffer.destroyed;
+      buffer.release();
+      await gone;
+    }
+  },
+  "hostPtr + Buffer + checks": async (n) => {
+    for (let i = 0; i < n; i++) {
+      const a = bufferArguments(host, use);
+      const buffer = new cl.Buffer(
+        ctx,
+        s.clCreateBuffer(context, a.flags, a.size, a.data, errcode) as Pointer,
+        a.size,
+        a.flags,
+        a.data,
+      );
+      const gone = buffer.destroyed;
+      buffer.release();
+      await gone;
+    }
+  },
+  "hostPtr memlife": async (n) => {
+    for (let i = 0; i < n; i++) {
+      const buffer = ctx.createBuffer(host, { hostPtr: "use" });
+      const gone = buffer.destroyed;
+      buffer.release();
+      await gone;
+    }
+  },
+};
+
+const only = process.argv.find((a) => a.startsWith("--only="))?.slice(7);
+const names = Object.keys(lines).filter((k) => only === undefined || k === only);
+const n = 100_000;
+const samples: Record<string, number[]> = Object.fromEntries(names.map((name) => [name, []]));
+for (const name of names) await lines[name](n); // warm-up
+for (let r = 0; r < rounds; r++) {
+  for (const name of names) {
+    const t0 = performance.now();
+    await lines[name](n);
+    samples[name].push((performance.now() - t0) * 1e6 / n);
+  }
+  // A turn of the event loop between rounds, as a program has: the safety nets promote then.
+  await new Promise((resolve) => setTimeout(resolve, 0));
+}
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+console.log(`${backend.runtime}: JS ns per call, native calls stubbed (median of ${rounds})`);
+for (const name of names) console.log(`  ${name.padEnd(26)} ${median(samples[name]).toFixed(1).padStart(7)} ns`);
+// The stubbed context and queue must not reach the real library's release: leave at once.
+process.exit(0);
