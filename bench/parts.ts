@@ -34,6 +34,8 @@
  *   raw, relayed callback    the same with an `event` callback of the backend: on Deno and Node the
  *                            prebuilt library's relay (ffi/event-relay.c) where it is loaded
  *   createBuffer + destructor the public API: createBuffer, setDestructorCallback, release
+ *   createBuffer + destroyed  the same with `destroyed.then()` instead of a callback: settled in
+ *                            the native call's callback, no deferred user callback
  * On Deno and Node the relay's counts follow: calls queued from other threads and the JS thread's
  * wake-ups to take them. And a 4 KiB `hostPtr: "use"` buffer awaited until destroyed, one at a
  * time (the bench's "hostPtr use" row; `--part=hostptr`):
@@ -189,6 +191,11 @@ const destructorEntries: Entry[] = ([
   ["createBuffer + destructor", () => {
     const buf = ctx.createBuffer(size);
     buf.setDestructorCallback(count);
+    buf.release();
+  }],
+  ["createBuffer + destroyed", () => {
+    const buf = ctx.createBuffer(size);
+    buf.destroyed.then(count);
     buf.release();
   }],
 ] as const).map(([impl, op]) => ({ case: "parts", impl, items: 1, body: destructor(impl, op) }));
