@@ -18,6 +18,8 @@
  *   hostPtr + Buffer           the same calls wrapped in memlife's Buffer, `destroyed` awaited
  *   hostPtr + Buffer + checks  with createBuffer's argument checks (`bufferArguments`) in front
  *   hostPtr memlife            createBuffer(view, { hostPtr: "use" }), `destroyed` awaited, release
+ *   ..., delivered later       the same two with the destructor delivered after the release returned,
+ *                              as from a driver thread (NVIDIA): memlife then holds the event loop
  * The stubs replace the library's symbols for the whole process: never import this elsewhere.
  */
 import { cl } from "../src/mod.ts";
@@ -42,6 +44,7 @@ const fakeMemory = backend.fromAddress(0x10000n)!;
 const fakeEvent = 0x20000n;
 // One buffer alive at a time in every loop below: one pending destructor is enough.
 let destructor: { fn: (...args: unknown[]) => unknown; id: unknown } | undefined;
+let deliverLater = false;
 const stubs: Record<string, (...args: never[]) => unknown> = {
   clSVMAlloc: () => fakeMemory,
   clEnqueueSVMFree: (...args: unknown[]) => {
@@ -57,7 +60,10 @@ const stubs: Record<string, (...args: never[]) => unknown> = {
   clReleaseMemObject: (mem: Pointer) => {
     const d = destructor;
     destructor = undefined;
-    d?.fn(mem, d.id);
+    if (d === undefined) return 0;
+    // As a driver thread delivers it (NVIDIA): after the release returned, from the event loop.
+    if (deliverLater) queueMicrotask(() => d.fn(mem, d.id));
+    else d.fn(mem, d.id);
     return 0;
   },
 };
@@ -133,6 +139,30 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
       await gone;
     }
   },
+  "hostPtr raw, delivered later": async (n) => {
+    deliverLater = true;
+    // A callback from a driver thread is no pending work to the event loop: a timer holds it.
+    const alive = setInterval(() => {}, 1 << 30);
+    for (let i = 0; i < n; i++) {
+      const gone = new Promise<void>((resolve) => (wake = resolve));
+      const mem = s.clCreateBuffer(context, 9, 4096, host, errcode) as Pointer;
+      s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0);
+      s.clReleaseMemObject(mem);
+      await gone;
+    }
+    clearInterval(alive);
+    deliverLater = false;
+  },
+  "hostPtr memlife, delivered later": async (n) => {
+    deliverLater = true;
+    for (let i = 0; i < n; i++) {
+      const buffer = ctx.createBuffer(host, { hostPtr: "use" });
+      const gone = buffer.destroyed;
+      buffer.release();
+      await gone;
+    }
+    deliverLater = false;
+  },
 };
 
 const only = process.argv.find((a) => a.startsWith("--only="))?.slice(7);
@@ -151,6 +181,6 @@ for (let r = 0; r < rounds; r++) {
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 console.log(`${backend.runtime}: JS ns per call, native calls stubbed (median of ${rounds})`);
-for (const name of names) console.log(`  ${name.padEnd(26)} ${median(samples[name]).toFixed(1).padStart(7)} ns`);
+for (const name of names) console.log(`  ${name.padEnd(34)} ${median(samples[name]).toFixed(1).padStart(7)} ns`);
 // The stubbed context and queue must not reach the real library's release: leave at once.
 process.exit(0);

@@ -552,6 +552,7 @@ export const backend: Backend = {
   arrayBuffer,
   readCString,
   unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
+  refTimer: (timer) => (timer as unknown as { ref(): void }).ref(),
 };
 
 /**

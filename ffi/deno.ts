@@ -103,6 +103,7 @@ interface DenoFfi {
   };
   errors: { NotCapable: new (message: string) => Error };
   unrefTimer(id: number): void;
+  refTimer(id: number): void;
 }
 
 const Deno = (globalThis as unknown as { Deno: DenoFfi }).Deno;
@@ -584,4 +585,5 @@ export const backend: Backend = {
   // Workers keep a JS ledger (ffi/native-ledger.ts says why).
   memoryLedger: ledgerMaker(nativeLibrary, callback),
   unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
+  refTimer: (timer) => Deno.refTimer(timer as unknown as number),
 };

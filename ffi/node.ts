@@ -321,4 +321,5 @@ export const backend: Backend = {
   // Workers keep a JS ledger (ffi/native-ledger.ts says why).
   memoryLedger: ledgerMaker(nativeLibrary, callback),
   unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
+  refTimer: (timer) => (timer as unknown as { ref(): void }).ref(),
 };

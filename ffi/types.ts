@@ -196,6 +196,8 @@ export interface Backend {
    * and Bun return objects, Deno numbers, and the declarations must not need the runtimes' types.
    */
   unrefTimer(timer: unknown): void;
+  /** Let such a timer keep the process alive again (undoes `unrefTimer`). */
+  refTimer(timer: unknown): void;
   /**
    * Called before memlife reads the environment variable `envVar` on its way to a native call:
    * throws one error naming every runtime permission it lacks (Deno: `--allow-ffi`, `--allow-env`).

@@ -446,7 +446,7 @@ describe("threads", () => {
       });
       assert.equal(result.timedOut, false, "the child hung");
       assert.equal(result.code, 0, result.stderr); // Node exits 13 when a top-level await can never settle
-      assert.equal(result.stdout.trim(), "callbacks 21");
+      assert.equal(result.stdout.trim(), "callbacks 23");
     },
     40_000,
   );
