@@ -13,6 +13,9 @@
  * not measured). Lines, each the median of `rounds` samples taken round-robin:
  *   svm raw / svm memlife      alloc + queued free + event release (the bench's "enqueueSVMFree")
  *   svm memlife, options {}    the same with an empty options bag
+ *   svm memlife, onFree awaited  with an `onFree` (called after the call returned, as PoCL's worker
+ *                              does), `event.wait()` awaited each time
+ *   writeBuffer awaited        `await queue.writeBuffer(buffer, view)`: enqueue, wait, release
  *   create raw / memlife       createBuffer(4096) + release
  *   hostPtr raw                clCreateBuffer(USE_HOST_PTR) + a destructor callback resolving a promise
  *   hostPtr + Buffer           the same calls wrapped in memlife's Buffer, `destroyed` awaited
@@ -49,8 +52,17 @@ const stubs: Record<string, (...args: never[]) => unknown> = {
   clSVMAlloc: () => fakeMemory,
   clEnqueueSVMFree: (...args: unknown[]) => {
     (args[7] as BigUint64Array)[0] = fakeEvent;
+    // With a pfn_free_func: called after the call returned, as PoCL's worker thread calls it.
+    const fn = args[3] === null ? undefined : handlers.get(args[3] as Callback);
+    if (fn !== undefined) queueMicrotask(() => fn(args[0], args[1], null, args[4]));
     return 0;
   },
+  clSVMFree: () => undefined,
+  clEnqueueWriteBuffer: (...args: unknown[]) => {
+    (args[8] as BigUint64Array)[0] = fakeEvent;
+    return 0;
+  },
+  clRetainEvent: () => 0,
   clReleaseEvent: () => 0,
   clCreateBuffer: () => fakeMemory,
   clSetMemObjectDestructorCallback: (_mem: Pointer, fn: Callback, id: unknown) => {
@@ -68,6 +80,8 @@ const stubs: Record<string, (...args: never[]) => unknown> = {
   },
 };
 for (const table of [cl.library().symbols, cl.library().unguarded]) Object.assign(table, stubs);
+// `event.wait()` waits off the JS thread: its stub settles at once.
+Object.assign(cl.library().async, { clWaitForEvents: () => Promise.resolve(0) });
 
 const s = stubs as unknown as Record<string, (...args: unknown[]) => unknown>;
 const context = ctx.unsafeHandle, q = queue.unsafeHandle;
@@ -92,6 +106,21 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
   },
   "svm memlife, options {}": (n) => {
     for (let i = 0; i < n; i++) queue.enqueueSVMFree([ctx.svmAlloc(4096)], empty).release();
+  },
+  "svm memlife, onFree awaited": async (n) => {
+    let freed = 0;
+    const onFree = () => void freed++;
+    for (let i = 0; i < n; i++) {
+      const event = queue.enqueueSVMFree([ctx.svmAlloc(4096)], { onFree });
+      await event.wait();
+      event.release();
+    }
+    if (freed !== n) throw new Error(`onFree ran ${freed} times for ${n} frees`);
+  },
+  "writeBuffer awaited": async (n) => {
+    const buffer = ctx.createBuffer(4096);
+    for (let i = 0; i < n; i++) await queue.writeBuffer(buffer, host);
+    buffer.release();
   },
   "create raw": (n) => {
     for (let i = 0; i < n; i++) s.clReleaseMemObject(s.clCreateBuffer(context, 1, 4096, null, errcode));

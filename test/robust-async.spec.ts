@@ -88,6 +88,31 @@ describe("many asynchronous calls at once", () => {
     );
   }
 
+  test("each wait() waits on its own event, however many run at once and however often (wait lists are reused)", async () => {
+    // wait() hands clWaitForEvents, which runs off the JS thread, a list it takes from a pool and
+    // gives back once the call returned: a list given back early would be rewritten by the next
+    // wait while the first native wait still reads it, and that wait would then end on another
+    // wait's event. Four at a time: Node runs koffi's waits on 4 libuv threads, and a fifth wait
+    // on a gate that opens only after it would never start.
+    const ctx = cl.createContext();
+    try {
+      for (let round = 0; round < 3; round++) {
+        const gates = Array.from({ length: 4 }, () => ctx.createUserEvent());
+        const settled = gates.map(() => false);
+        const waits = gates.map((gate, i) => gate.wait().then(() => void (settled[i] = true)));
+        for (let i = gates.length - 1; i >= 0; i--) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+          assert.deepEqual(settled, gates.map((_, j) => j > i), `round ${round}: before gate ${i} opened`);
+          gates[i].setStatus(cl.ExecutionStatus.COMPLETE);
+          await withTimeout(waits[i], 10_000, `round ${round}: wait ${i}`);
+        }
+        for (const gate of gates) gate.release();
+      }
+    } finally {
+      ctx.release();
+    }
+  });
+
   test("the async queue never runs more than its cap, keeps call order, and turns a synchronous throw into a rejection", async () => {
     const q = new AsyncQueue(3);
     let running = 0;
