@@ -269,6 +269,76 @@ describe("callbacks that re-enter, release their own objects, or exit", () => {
   }
 });
 
+describe("arguments whose accessors run code", () => {
+  test("enqueueSVMFree reads each element once: an accessor cannot swap in an allocation that was not checked", () => {
+    const ctx = cl.createContext();
+    const queue = ctx.createCommandQueue();
+    try {
+      if (!ctx.devices[0].svm.coarseGrainBuffer) return;
+      const checked = ctx.svmAlloc(64);
+      const mapped = queue.enqueueSVMMap(ctx.svmAlloc(64), { access: "read" });
+      let reads = 0;
+      const list: cl.SVMAllocation[] = [];
+      // The first read gives an allocation that passes the checks, any later one a mapped one,
+      // which enqueueSVMFree refuses: freeing it would free memory under the mapping's ArrayBuffer.
+      Object.defineProperty(list, 0, { get: () => (reads++ === 0 ? checked : mapped.allocation), enumerable: true });
+      queue.enqueueSVMFree(list).release();
+      assert.equal(reads, 1, "each element is read once");
+      assert.equal(checked.alive, false, "the allocation that was checked is the one freed");
+      assert.equal(mapped.allocation.alive, true, "the mapped allocation is left alone");
+      mapped.unmap().release();
+      mapped.allocation.release();
+    } finally {
+      queue.release();
+      ctx.release();
+    }
+  });
+
+  test("a waitFor getter that enqueues another kernel does not change this kernel's sizes", async () => {
+    const ctx = cl.createContext();
+    const queue = ctx.createCommandQueue();
+    const program = ctx.createProgram(
+      "__kernel void sizes(__global uint *out) { if (get_global_id(0) == get_global_offset(0)) {" +
+        " out[0] = get_global_size(0); out[1] = get_local_size(0); out[2] = get_global_offset(0); } }",
+    );
+    try {
+      await program.build();
+      const outer = program.createKernel("sizes"), inner = program.createKernel("sizes");
+      const outerOut = ctx.createBuffer(12), innerOut = ctx.createBuffer(12);
+      outer.setArg(0, outerOut);
+      inner.setArg(0, innerOut);
+      const options = {
+        local: [16],
+        offset: [32],
+        get waitFor() {
+          queue.enqueueNDRangeKernel(inner, [8], { local: [8], offset: [4] }).release();
+          return undefined;
+        },
+      };
+      queue.enqueueNDRangeKernel(outer, [64], options).release();
+      assert.deepEqual([...await queue.readBuffer(outerOut, new Uint32Array(3))], [64, 16, 32]);
+      assert.deepEqual([...await queue.readBuffer(innerOut, new Uint32Array(3))], [8, 8, 4]);
+      // The same through a getter on an element of globalSize, read after the one before it.
+      const globalSize = [64];
+      Object.defineProperty(globalSize, 1, {
+        get() {
+          queue.enqueueNDRangeKernel(inner, [8]).release();
+          return 2;
+        },
+        enumerable: true,
+      });
+      queue.enqueueNDRangeKernel(outer, globalSize).release();
+      const [size] = await queue.readBuffer(outerOut, new Uint32Array(3));
+      assert.equal(size, 64, "the outer kernel's global size, not the one the getter enqueued");
+      for (const o of [outer, inner, outerOut, innerOut]) o.release();
+    } finally {
+      program.release();
+      queue.release();
+      ctx.release();
+    }
+  });
+});
+
 describe("JS callbacks inside native calls (Deno's V8 fast calls)", () => {
   test("symbols during which native code can call JS are marked reentrant; unguarded bindings exist", () => {
     for (

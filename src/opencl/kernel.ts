@@ -502,8 +502,10 @@ export function ndrangeSizes(
     throw new TypeError("globalSize must be an array of 1 to 3 positive integers");
   }
   const dim = global.length;
-  const g = sizeScratch;
-  for (let i = 0; i < dim; i++) g[i] = BigInt(positive(global[i], `globalSize[${i}]`));
+  // Read (each element once) before anything is written to the shared scratch: an element's
+  // getter that enqueued another kernel would write its own sizes there.
+  const sizes = [0, 0, 0];
+  for (let i = 0; i < dim; i++) sizes[i] = positive(global[i], `globalSize[${i}]`);
   let l: BigUint64Array | null = null;
   if (local !== undefined) {
     if (!Array.isArray(local) || local.length !== dim) {
@@ -524,6 +526,8 @@ export function ndrangeSizes(
       o[i] = BigInt(integer(offset[i], "size_t", `offset[${i}]`));
     }
   }
+  const g = sizeScratch;
+  for (let i = 0; i < dim; i++) g[i] = BigInt(sizes[i]);
   return { dim, global: g, local: l, offset: o };
 }
 

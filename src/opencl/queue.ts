@@ -465,6 +465,9 @@ export class CommandQueue {
       if (Object.hasOwn(bag, "waitFor")) waitFor = bag.waitFor;
     }
     const n = allocations.length;
+    // Each element is read once, into `given`: an accessor could return another allocation on a
+    // second read, one never checked (a mapped one, another context's).
+    const given: SVMAllocation[] = new Array(n);
     // A Set only pays for itself on long lists; the usual one or few compare pairwise.
     const seen = n > 8 ? new Set<SVMAllocation>() : undefined;
     for (let i = 0; i < n; i++) {
@@ -477,7 +480,7 @@ export class CommandQueue {
       }
       let twice = false;
       if (seen !== undefined) twice = seen.size === seen.add(a).size;
-      else for (let j = 0; j < i && !twice; j++) twice = allocations[j] === a;
+      else for (let j = 0; j < i && !twice; j++) twice = given[j] === a;
       if (twice) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
       a[svmPointer](); // ReleasedError if already freed
       if (mappedCount.has(a)) {
@@ -487,21 +490,21 @@ export class CommandQueue {
           `allocations[${i}] is mapped: unmap() it first (a mapping holds its allocation until the unmap completed)`,
         );
       }
+      given[i] = a;
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
     const { count, list } = waitList(waitFor);
     const array = n > 0 ? scratchPointers(n) : null;
-    for (let i = 0; i < n; i++) array![i] = allocations[i].address;
+    for (let i = 0; i < n; i++) array![i] = given[i].address;
     // Without onFree and without a wait list there is nothing to call back nor to watch: the driver
     // frees. A wait list can fail, and then PoCL frees nothing: memlife's callback frees instead.
     if (onFree === undefined && count === 0) {
       check("clEnqueueSVMFree", clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number);
-      for (let i = 0; i < n; i++) allocations[i][surrender]();
+      for (let i = 0; i < n; i++) given[i][surrender]();
       return this[newCommand](undefined, true);
     }
-    const given = allocations.slice();
     const pointers = given.map((a) => a[svmPointer]());
     const { id, outcome } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
     const status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
@@ -530,12 +533,12 @@ export class CommandQueue {
     if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
     const k = kernel[liveHandle]();
     const bag = checkOptions(options, ndrangeKeys, "enqueueNDRangeKernel options");
-    const sizes = ndrangeSizes(
-      globalSize,
-      own(bag, "local") as number[] | undefined,
-      own(bag, "offset") as number[] | undefined,
-    );
+    const local = own(bag, "local") as number[] | undefined;
+    const offset = own(bag, "offset") as number[] | undefined;
+    // Everything a getter of the program's could run during is read before ndrangeSizes fills the
+    // shared scratch its sizes go down in: a getter that enqueued a kernel would overwrite them.
     const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
+    const sizes = ndrangeSizes(globalSize, local, offset);
     const svm = kernel[commandUses]();
     check(
       "clEnqueueNDRangeKernel",
