@@ -294,6 +294,35 @@ describe("arguments whose accessors run code", () => {
     }
   });
 
+  test("setSVMPointers reads each element once: commands keep alive what the kernel was given", async () => {
+    const ctx = cl.createContext();
+    const program = ctx.createProgram("__kernel void k(__global int *out) { out[0] = 1; }");
+    try {
+      if (!ctx.devices[0].svm.coarseGrainBuffer) return;
+      await program.build();
+      const kernel = program.createKernel("k");
+      const given = ctx.svmAlloc(64), other = ctx.svmAlloc(64);
+      let reads = 0;
+      const list: cl.SVMAllocation[] = [];
+      Object.defineProperty(list, 0, { get: () => (reads++ === 0 ? given : other), enumerable: true });
+      kernel.setSVMPointers(list);
+      assert.equal(reads, 1, "each element is read once");
+      const queue = ctx.createCommandQueue();
+      const out = ctx.createBuffer(4);
+      kernel.setArg(0, out);
+      const gate = ctx.createUserEvent();
+      const done = queue.enqueueNDRangeKernel(kernel, [1], { waitFor: [gate] });
+      assert.equal(given.commandsInFlight, 1, "the allocation the kernel was given is kept for the command");
+      assert.equal(other.commandsInFlight, 0);
+      gate.setStatus(cl.ExecutionStatus.COMPLETE);
+      await done.wait();
+      for (const o of [done, gate, out, queue, kernel, given, other]) o.release();
+    } finally {
+      program.release();
+      ctx.release();
+    }
+  });
+
   test("a waitFor getter that enqueues another kernel does not change this kernel's sizes", async () => {
     const ctx = cl.createContext();
     const queue = ctx.createCommandQueue();

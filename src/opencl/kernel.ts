@@ -396,11 +396,14 @@ export class Kernel extends ContextChild {
   setSVMPointers(allocations: readonly SVMAllocation[]): this {
     const handle = this[liveHandle]();
     if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
+    // Each element read once: what commands keep alive must be what the kernel was given.
+    const kept: SVMAllocation[] = [];
     const pointers = allocations.map((a, i) => {
       if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation`);
       if (a.context !== this.context) {
         throw new TypeError(`allocations[${i}] belongs to another context than the kernel`);
       }
+      kept.push(a);
       return a[svmPointer]();
     });
     const fn = optionalSymbol("clSetKernelExecInfo", "an OpenCL 2.0 platform");
@@ -409,7 +412,7 @@ export class Kernel extends ContextChild {
       "clSetKernelExecInfo",
       fn(handle, KernelExecInfo.SVM_PTRS, 8 * pointers.length, pointers.length === 0 ? null : list) as number,
     );
-    this.#svmPointers = allocations.slice();
+    this.#svmPointers = kept;
     return this;
   }
 
