@@ -93,6 +93,27 @@ let wake: (() => void) | undefined;
 const rawDestructor = {} as Callback;
 handlers.set(rawDestructor, () => wake!());
 
+/** A hostPtr "use" buffer awaited until destroyed, one at a time: raw calls and a promise. */
+async function rawHostPtr(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const gone = new Promise<void>((resolve) => (wake = resolve));
+    const mem = s.clCreateBuffer(context, 9, 4096, host, errcode) as Pointer;
+    s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0);
+    s.clReleaseMemObject(mem);
+    await gone;
+  }
+}
+
+/** The same through memlife's public API. */
+async function memlifeHostPtr(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const buffer = ctx.createBuffer(host, { hostPtr: "use" });
+    const gone = buffer.destroyed;
+    buffer.release();
+    await gone;
+  }
+}
+
 const lines: Record<string, (n: number) => void | Promise<void>> = {
   "svm raw": (n) => {
     for (let i = 0; i < n; i++) {
@@ -128,15 +149,7 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
   "create memlife": (n) => {
     for (let i = 0; i < n; i++) ctx.createBuffer(4096).release();
   },
-  "hostPtr raw": async (n) => {
-    for (let i = 0; i < n; i++) {
-      const gone = new Promise<void>((resolve) => (wake = resolve));
-      const mem = s.clCreateBuffer(context, 9, 4096, host, errcode) as Pointer;
-      s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0);
-      s.clReleaseMemObject(mem);
-      await gone;
-    }
-  },
+  "hostPtr raw": rawHostPtr,
   "hostPtr + Buffer": async (n) => {
     for (let i = 0; i < n; i++) {
       const buffer = new cl.Buffer(ctx, s.clCreateBuffer(context, 9, 4096, host, errcode) as Pointer, 4096, 9, host);
@@ -160,36 +173,18 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
       await gone;
     }
   },
-  "hostPtr memlife": async (n) => {
-    for (let i = 0; i < n; i++) {
-      const buffer = ctx.createBuffer(host, { hostPtr: "use" });
-      const gone = buffer.destroyed;
-      buffer.release();
-      await gone;
-    }
-  },
+  "hostPtr memlife": memlifeHostPtr,
   "hostPtr raw, delivered later": async (n) => {
     deliverLater = true;
     // A callback from a driver thread is no pending work to the event loop: a timer holds it.
     const alive = setInterval(() => {}, 1 << 30);
-    for (let i = 0; i < n; i++) {
-      const gone = new Promise<void>((resolve) => (wake = resolve));
-      const mem = s.clCreateBuffer(context, 9, 4096, host, errcode) as Pointer;
-      s.clSetMemObjectDestructorCallback(mem, rawDestructor, 0);
-      s.clReleaseMemObject(mem);
-      await gone;
-    }
+    await rawHostPtr(n);
     clearInterval(alive);
     deliverLater = false;
   },
   "hostPtr memlife, delivered later": async (n) => {
     deliverLater = true;
-    for (let i = 0; i < n; i++) {
-      const buffer = ctx.createBuffer(host, { hostPtr: "use" });
-      const gone = buffer.destroyed;
-      buffer.release();
-      await gone;
-    }
+    await memlifeHostPtr(n);
     deliverLater = false;
   },
 };
