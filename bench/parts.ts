@@ -33,6 +33,9 @@
  *                            callback (Deno's and Node's make a driver thread wait for the JS thread)
  *   raw, relayed callback    the same with an `event` callback of the backend: on Deno and Node the
  *                            prebuilt library's relay (ffi/event-relay.c) where it is loaded
+ *   raw, +0.5 us JS a callback  the own callback spinning 0.5 us before it counts, and
+ *   raw, +0.5 us JS a buffer    the loop spinning 0.5 us per buffer: what a handler's and a loop's
+ *                            JS cost a buffer where a driver thread waits for each callback
  *   createBuffer + destructor the public API: createBuffer, setDestructorCallback, release
  *   createBuffer + destroyed  the same with `destroyed.then()` instead of a callback: settled in
  *                            the native call's callback, no deferred user callback
@@ -144,6 +147,11 @@ const count = () => {
 };
 const ownDestructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, count);
 const relayedDestructor = backend.callback(openclCallbacks.memDestructor, count);
+/** The raw callback with 0.5 us of JS in it: what each µs of a handler's JS costs a buffer. */
+const slowDestructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, () => {
+  spin(0.5);
+  count();
+});
 /** Time spent issuing the calls and waiting for the last callbacks, per line (a driver thread may lag). */
 const phases = new Map<string, { issue: number; wait: number }>();
 /**
@@ -188,6 +196,11 @@ const destructorEntries: Entry[] = ([
   }],
   ["raw, own callback", withRawCallback(ownDestructor)],
   ["raw, relayed callback", withRawCallback(relayedDestructor)],
+  ["raw, +0.5 us JS a callback", withRawCallback(slowDestructor)],
+  ["raw, +0.5 us JS a buffer", () => {
+    spin(0.5);
+    withRawCallback(ownDestructor)();
+  }],
   ["createBuffer + destructor", () => {
     const buf = ctx.createBuffer(size);
     buf.setDestructorCallback(count);
