@@ -3,7 +3,7 @@
  * left is the wrapper's own work against the raw floor's, in ns, free of the driver's threads.
  *
  *   bun bench/js-cost.ts | deno run -A bench/js-cost.ts | node bench/js-cost.ts
- *     [--rounds=15] [--only=<line>] (one line alone, e.g. under a profiler)
+ *     [--rounds=15] [--n=100000] [--only=<line>[|<line>...]] (some lines alone, e.g. under a profiler)
  *
  * Why: on a 2-core machine a ns of JS between two enqueues costs the SVM free row 2-3 ns (PoCL's
  * workers go idle and must be woken; bench/parts.ts "raw + N ns"), so the bench's ratios cannot
@@ -23,6 +23,8 @@
  *   hostPtr memlife            createBuffer(view, { hostPtr: "use" }), `destroyed` awaited, release
  *   ..., delivered later       the same two with the destructor delivered after the release returned,
  *                              as from a driver thread (NVIDIA): memlife then holds the event loop
+ *   destructor raw / memlife, delivered later  the bench's "+1 destructor" loop (create, one
+ *                              destructor callback, release), every callback delivered after the loop
  * The stubs replace the library's symbols for the whole process: never import this elsewhere.
  */
 import { cl } from "../src/mod.ts";
@@ -114,6 +116,22 @@ async function memlifeHostPtr(n: number): Promise<void> {
   }
 }
 
+/** The bench's "+1 destructor" loop: each buffer with one callback, all delivered after their release. */
+let counted = 0;
+const count = () => void counted++;
+const rawCount = {} as Callback;
+handlers.set(rawCount, count);
+async function destructorLoop(n: number, op: () => void): Promise<void> {
+  deliverLater = true;
+  const expected = counted + n;
+  for (let i = 0; i < n; i++) op();
+  // The stub delivers on microtasks, and memlife's deferred callbacks run on one more: no timer
+  // (a timer's turn costs Deno a millisecond, as much as a thousand buffers).
+  for (let turns = 0; counted < expected && turns < 4; turns++) await null;
+  deliverLater = false;
+  if (counted !== expected) throw new Error(`${expected - counted} destructor callbacks missing`);
+}
+
 const lines: Record<string, (n: number) => void | Promise<void>> = {
   "svm raw": (n) => {
     for (let i = 0; i < n; i++) {
@@ -182,6 +200,18 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
     clearInterval(alive);
     deliverLater = false;
   },
+  "destructor raw, delivered later": (n) =>
+    destructorLoop(n, () => {
+      const mem = s.clCreateBuffer(context, 1, 4096, null, errcode) as Pointer;
+      s.clSetMemObjectDestructorCallback(mem, rawCount, 0);
+      s.clReleaseMemObject(mem);
+    }),
+  "destructor memlife, delivered later": (n) =>
+    destructorLoop(n, () => {
+      const buffer = ctx.createBuffer(4096);
+      buffer.setDestructorCallback(count);
+      buffer.release();
+    }),
   "hostPtr memlife, delivered later": async (n) => {
     deliverLater = true;
     await memlifeHostPtr(n);
@@ -190,8 +220,8 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
 };
 
 const only = process.argv.find((a) => a.startsWith("--only="))?.slice(7);
-const names = Object.keys(lines).filter((k) => only === undefined || k === only);
-const n = 100_000;
+const names = Object.keys(lines).filter((k) => only === undefined || only.split("|").includes(k));
+const n = Number(process.argv.find((a) => a.startsWith("--n="))?.slice(4) ?? 100_000);
 const samples: Record<string, number[]> = Object.fromEntries(names.map((name) => [name, []]));
 for (const name of names) await lines[name](n); // warm-up
 for (let r = 0; r < rounds; r++) {

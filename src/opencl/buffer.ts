@@ -302,7 +302,10 @@ export class Buffer {
     }
     this[liveHandle](); // ReleasedError: the memory object may already be gone
     const entry = this.#watch();
-    (entry.callbacks ??= []).push(callback);
+    // `[]` + push would allocate room for 17: the entry lives until the destructor arrives, which
+    // a driver thread may deliver only after thousands of others (bench/js-cost.ts "destructor").
+    if (entry.callbacks === undefined) entry.callbacks = [callback];
+    else entry.callbacks.push(callback);
   }
 
   /**
