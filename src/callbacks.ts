@@ -265,6 +265,17 @@ export class SafetyNet<H> {
     if (object[inRegistry]) this.#unregister(object);
     else this.#leaveNursery(object);
   }
+  /**
+   * The object's finalizer state changed (`retain()`, or a `release()` that was not the last): the
+   * finalizer must release every reference the object holds when it is dropped. Registered
+   * already, it is registered anew with the state it gives now; in the nursery, its state is asked
+   * at promotion anyway. Only for objects that give their state through [finalizerState].
+   */
+  renew(object: Finalizable<H>): void {
+    if (!object[inRegistry]) return;
+    this.#registry.unregister(object);
+    this.#registry.register(object, object[finalizerState]!(), object);
+  }
   #unregister(object: Finalizable<H>): void {
     object[inRegistry] = false;
     this.#registry.unregister(object);

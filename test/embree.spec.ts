@@ -182,6 +182,26 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
     assert.throws(() => rtc.newDevice("", null as unknown as rtc.DeviceOptions), TypeError);
   });
 
+  test(
+    "the safety net releases every reference a dropped scene held, retain() included: its memory is freed",
+    async () => {
+      using device = rtc.newDevice("", { accounting: true });
+      await (async () => {
+        const scene = device.newScene();
+        assert.equal(await build(scene, randomScene(11)), null);
+        scene.retain(); // two references, then dropped without release()
+      })();
+      assert.ok(device.memory.bytes > 0, JSON.stringify(device.memory));
+      await sleep(10); // the nursery registers survivors at the end of the turn
+      for (let i = 0; i < 500 && device.memory.bytes !== 0; i++) {
+        gc();
+        await sleep(10);
+      }
+      assert.equal(device.memory.bytes, 0, "the scene's memory is freed once the net released both references");
+    },
+    30_000,
+  );
+
   test("accounting starts at the first monitor or budget: memory held before is freed outside it", async () => {
     using device = rtc.newDevice();
     const before = device.newScene();

@@ -568,6 +568,113 @@ describe("lifetimes", () => {
   }, 30_000);
 });
 
+describe("references: retain() and release()", () => {
+  /** Polls `done` for up to ~5 s: native releases of queues and contexts run off the JS thread. */
+  async function until(done: () => boolean): Promise<void> {
+    for (let i = 0; i < 500 && !done(); i++) await sleep(10);
+  }
+
+  test("an object counts once among its context's children, however many references it has (every kind)", async () => {
+    const local = cl.createContext();
+    const program = local.createProgram("__kernel void k(__global int *x) { x[0] = 1; }");
+    await program.build();
+    const makers: [string, () => { retain(): unknown; release(): void }][] = [
+      ["buffer", () => local.createBuffer(64)],
+      ["queue", () => local.createCommandQueue()],
+      ["user event", () => local.createUserEvent()],
+      ["program", () => local.createProgram("__kernel void k() {}")],
+      ["kernel", () => program.createKernel("k")],
+    ];
+    for (const [kind, make] of makers) {
+      const before = local.liveObjects;
+      const object = make();
+      object.retain();
+      object.retain();
+      object.release();
+      object.release();
+      await sleep(20); // a queue's release is native off the JS thread
+      assert.equal(local.liveObjects, before + 1, `${kind}: alive with one reference left`);
+      object.release();
+      await until(() => local.liveObjects === before);
+      assert.equal(local.liveObjects, before, `${kind}: released`);
+    }
+    program.release();
+    local.release();
+  });
+
+  test("a queue retained and released before its context was released does not end the context under a live SVM allocation", async () => {
+    needSVM();
+    const local = cl.createContext(ctx.devices as cl.Device[]);
+    const q = local.createCommandQueue();
+    const allocation = local.svmAlloc(4096);
+    q.retain();
+    q.release();
+    local.release(); // its children keep working (README, Lifetimes)
+    q.release();
+    await sleep(50);
+    assert.equal(local.liveObjects, 1, "the allocation is the one child left");
+    allocation.release(); // frees through the context: ReleasedError when the context was ended early
+    await until(() => local.liveObjects === 0);
+    assert.equal(local.liveObjects, 0);
+  });
+
+  test("the safety net releases every reference a dropped object held, retain() included (every kind)", async () => {
+    const { symbols } = cl.library();
+    const local = cl.createContext();
+    const program = local.createProgram("__kernel void k(__global int *x) { x[0] = 1; }");
+    await program.build();
+    const info = new BigUint64Array(1);
+    /** A native reference count read through the raw binding (CL_*_REFERENCE_COUNT). */
+    const kinds: [string, () => { unsafeHandle: unknown; retain(): unknown }, string, string, number, string][] = [
+      ["buffer", () => local.createBuffer(64), "clRetainMemObject", "clGetMemObjectInfo", 0x1105, "clReleaseMemObject"],
+      [
+        "queue",
+        () => local.createCommandQueue(),
+        "clRetainCommandQueue",
+        "clGetCommandQueueInfo",
+        0x1092,
+        "clReleaseCommandQueue",
+      ],
+      ["user event", () => local.createUserEvent(), "clRetainEvent", "clGetEventInfo", 0x11d2, "clReleaseEvent"],
+      [
+        "program",
+        () => local.createProgram("__kernel void k() {}"),
+        "clRetainProgram",
+        "clGetProgramInfo",
+        0x1160,
+        "clReleaseProgram",
+      ],
+      ["kernel", () => program.createKernel("k"), "clRetainKernel", "clGetKernelInfo", 0x1192, "clReleaseKernel"],
+    ];
+    const call = (name: string, ...args: unknown[]) =>
+      (symbols as unknown as Record<string, (...a: unknown[]) => number>)[name](...args);
+    for (const [kind, make, retainFn, infoFn, refCount, releaseFn] of kinds) {
+      let handle: unknown;
+      (() => {
+        const object = make();
+        object.retain(); // two references the wrapper holds, then dropped without release()
+        handle = object.unsafeHandle;
+      })();
+      assert.equal(call(retainFn, handle), 0, `${kind}: ${retainFn}`); // the test's own, to read the count
+      const count = () => {
+        assert.equal(call(infoFn, handle, refCount, 4, info, null), 0, `${kind}: ${infoFn}`);
+        return Number(info[0] & 0xffffffffn);
+      };
+      await sleep(10); // the nursery registers survivors at the end of the turn
+      for (let i = 0; i < 500 && count() > 1; i++) {
+        gc();
+        await sleep(10);
+      }
+      assert.equal(count(), 1, `${kind}: the references left besides the test's own`);
+      assert.equal(call(releaseFn, handle), 0);
+    }
+    await until(() => local.liveObjects === 1);
+    assert.equal(local.liveObjects, 1, "the program is the one child left");
+    program.release();
+    local.release();
+  }, 60_000);
+});
+
 describe("library loading", () => {
   test("a missing library is a LibraryLoadError listing the paths tried and the packages", async () => {
     const result = await runScript(new URL("./fixtures/opencl-missing.ts", import.meta.url), [], {

@@ -1,7 +1,7 @@
 /** Embree devices: the parent of scenes, and the owner of the memory monitor and budget. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
 import { boolean, callable, integer, keys, options as checkOptions, own, show } from "../check.ts";
 import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
@@ -12,9 +12,11 @@ import { deviceState, liveHandle } from "../internal.ts";
 
 const deviceKeys = keys("accounting");
 
-const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) =>
-  state.release("rtcReleaseDevice", handle)
-);
+const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }>(({ handle, state, refs }) => {
+  // The references retain() added first (Embree only counts them down), then the last one.
+  for (let i = 1; i < refs; i++) embree().symbols.rtcReleaseDevice(handle);
+  state.release("rtcReleaseDevice", handle);
+});
 
 /** Options of `rtc.newDevice`. */
 export interface DeviceOptions {
@@ -78,7 +80,11 @@ export class Device {
     this.config = config;
     this.#state = new DeviceState(handle, accounting);
     this.version = versionFrom(Number(lib.symbols.rtcGetDeviceProperty(handle, DeviceProperty.VERSION)));
-    net.add(this, { handle, state: this.#state });
+    net.add(this);
+  }
+
+  [finalizerState](): { handle: Pointer; state: DeviceState; refs: number } {
+    return { handle: this.#handle!, state: this.#state, refs: this.#refs };
   }
 
   get alive(): boolean {
@@ -172,6 +178,7 @@ export class Device {
     const handle = this[liveHandle]();
     embree().symbols.rtcRetainDevice(handle);
     this.#refs++;
+    net.renew(this);
     return this;
   }
 
@@ -183,6 +190,7 @@ export class Device {
     const handle = this.#handle;
     if (handle === null) return;
     if (--this.#refs > 0) {
+      net.renew(this);
       embree().symbols.rtcReleaseDevice(handle);
       return;
     }

@@ -1,7 +1,7 @@
 /** Embree scenes: triangle meshes, commits off the JS thread, and single-ray queries. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
 import { integer, memory, show } from "../check.ts";
 import {
@@ -18,9 +18,11 @@ import type { DeviceState } from "./state.ts";
 import type { Device } from "./device.ts";
 import { deviceState, liveHandle } from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; state: DeviceState }>(({ handle, state }) =>
-  state.release("rtcReleaseScene", handle)
-);
+const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }>(({ handle, state, refs }) => {
+  // The references retain() added first (Embree only counts them down), then the last one.
+  for (let i = 1; i < refs; i++) embree().symbols.rtcReleaseScene(handle);
+  state.release("rtcReleaseScene", handle);
+});
 
 const RTC_ERROR_UNKNOWN = 1;
 const RTC_ERROR_INVALID_OPERATION = 3;
@@ -123,7 +125,11 @@ export class Scene {
     this.#deviceHandle = device[liveHandle]();
     this.#state = device[deviceState];
     this.#state.hold();
-    net.add(this, { handle, state: this.#state });
+    net.add(this);
+  }
+
+  [finalizerState](): { handle: Pointer; state: DeviceState; refs: number } {
+    return { handle: this.#handle!, state: this.#state, refs: this.#refs };
   }
 
   get alive(): boolean {
@@ -292,6 +298,7 @@ export class Scene {
   retain(): this {
     embree().symbols.rtcRetainScene(this[liveHandle]());
     this.#refs++;
+    net.renew(this);
     return this;
   }
 
@@ -304,6 +311,7 @@ export class Scene {
     if (handle === null) return;
     if (--this.#refs > 0) {
       // Not the last reference: Embree only counts down.
+      net.renew(this);
       embree().symbols.rtcReleaseScene(handle);
       return;
     }

@@ -110,8 +110,8 @@ function promiseFor(entry: Destructor): Promise<void> {
   });
 }
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-  opencl().symbols.clReleaseMemObject(handle);
+const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }>(({ handle, context, refs }) => {
+  for (let i = 0; i < refs; i++) opencl().symbols.clReleaseMemObject(handle);
   context[disownChild]();
 });
 
@@ -234,8 +234,8 @@ export class Buffer {
     else net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context } {
-    return { handle: this.#handle!, context: this.context };
+  [finalizerState](): { handle: Pointer; context: Context; refs: number } {
+    return { handle: this.#handle!, context: this.context, refs: this.#refs };
   }
 
   get alive(): boolean {
@@ -350,6 +350,7 @@ export class Buffer {
   retain(): this {
     check("clRetainMemObject", opencl().symbols.clRetainMemObject(this[liveHandle]()));
     this.#refs++;
+    net.renew(this);
     return this;
   }
 
@@ -377,7 +378,7 @@ export class Buffer {
     if (last) {
       this.#handle = null;
       net.remove(this);
-    }
+    } else net.renew(this);
     const entry = this.#destructor;
     const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
     if (last) this.context[disownChild]();

@@ -24,9 +24,9 @@ export interface ChildKind {
 /** A kind of child, with the safety net that releases the ones the program forgot. */
 export function childKind(
   kind: ChildKind,
-): ChildKind & { readonly net: SafetyNet<{ handle: Pointer; context: Context }> } {
-  const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) => {
-    kind.release(handle);
+): ChildKind & { readonly net: SafetyNet<{ handle: Pointer; context: Context; refs: number }> } {
+  const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }>(({ handle, context, refs }) => {
+    for (let i = 0; i < refs; i++) kind.release(handle);
     context[disownChild]();
   });
   return Object.freeze({ ...kind, net });
@@ -47,8 +47,8 @@ export class ContextChild {
     kind.net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context } {
-    return { handle: this.#handle!, context: this.context };
+  [finalizerState](): { handle: Pointer; context: Context; refs: number } {
+    return { handle: this.#handle!, context: this.context, refs: this.#refs };
   }
 
   get alive(): boolean {
@@ -65,6 +65,7 @@ export class ContextChild {
     const kind = this.#kind;
     check(kind.retainFn, kind.retain(this[liveHandle]()));
     this.#refs++;
+    kind.net.renew(this);
     return this;
   }
 
@@ -78,7 +79,7 @@ export class ContextChild {
       this.#handle = null;
       this[lastRelease](handle);
       kind.net.remove(this);
-    }
+    } else kind.net.renew(this);
     const status = this[releaseHandle](handle);
     if (last) this.context[disownChild]();
     check(kind.releaseFn, status);

@@ -1,7 +1,7 @@
 /** Contexts: the parent of buffers, queues, events and SVM allocations. */
 import type { Pointer } from "../../ffi/types.ts";
 import { envVar } from "../backend.ts";
-import { inRegistry, SafetyNet } from "../callbacks.ts";
+import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { ContextInfo, MemFlags } from "./constants.ts";
 import { check, errcode, infoU64, opencl, pointerArray, releaseFailed, symbols } from "./native.ts";
@@ -15,7 +15,9 @@ import { SVMAllocation, type SVMOptions } from "./svm.ts";
 import { Program } from "./program.ts";
 import { adoptChild, disownChild, liveHandle, nativeHandle, svmChecked, svmPassed } from "../internal.ts";
 
-const net = new SafetyNet<Pointer>(releaseContext);
+const net = new SafetyNet<{ handle: Pointer; refs: number }>(({ handle, refs }) => {
+  for (let i = 0; i < refs; i++) releaseContext(handle);
+});
 
 /**
  * @internal The native release, off the JS thread (on some drivers it waits for destructor
@@ -122,7 +124,11 @@ export class Context {
     if (handle === null) throw new OpenCLError("clCreateContext", errcode[0]);
     this.#handle = handle;
     this.devices = Object.freeze([...list]);
-    net.add(this, handle);
+    net.add(this);
+  }
+
+  [finalizerState](): { handle: Pointer; refs: number } {
+    return { handle: this.#handle!, refs: this.#refs };
   }
 
   get alive(): boolean {
@@ -255,6 +261,7 @@ export class Context {
   retain(): this {
     check("clRetainContext", opencl().symbols.clRetainContext(this[liveHandle]()));
     this.#refs++;
+    net.renew(this);
     return this;
   }
 
@@ -262,6 +269,7 @@ export class Context {
   release(): void {
     if (this.#handle === null || this.#released) return;
     if (--this.#refs > 0) {
+      net.renew(this);
       check("clReleaseContext", opencl().symbols.clReleaseContext(this.#handle));
       return;
     }

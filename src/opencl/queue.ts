@@ -1,6 +1,6 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import { type CallbackOutcome, defer, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
+import { type CallbackOutcome, defer, finalizerState, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
 import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import {
@@ -51,22 +51,25 @@ import {
   useSVM,
 } from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; context: Context }>(({ handle, context }) =>
-  releaseQueue(handle, context)
-);
+const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }>(({ handle, context, refs }) => {
+  for (let i = 1; i < refs; i++) releaseQueue(handle, null);
+  releaseQueue(handle, context);
+});
 
 /**
- * The native release, off the JS thread (it may finish the queue). No caller can receive its
- * failure: it goes to `onCallbackError` (source "release").
+ * One native release, off the JS thread (it may finish the queue); async calls run in call order.
+ * `context` only with the last reference: the queue stops counting as its child once that
+ * release returned. No caller can receive its failure: it goes to `onCallbackError` (source
+ * "release").
  */
-function releaseQueue(handle: Pointer, context: Context): void {
+function releaseQueue(handle: Pointer, context: Context | null): void {
   opencl().async.clReleaseCommandQueue(handle).then(
     (status) => {
-      context[disownChild]();
+      context?.[disownChild]();
       releaseFailed("clReleaseCommandQueue", status as number);
     },
     (error) => {
-      context[disownChild]();
+      context?.[disownChild]();
       releaseFailed("clReleaseCommandQueue", error);
     },
   );
@@ -351,7 +354,11 @@ export class CommandQueue {
     this.context = context;
     this.device = device;
     context[adoptChild]();
-    net.add(this, { handle, context });
+    net.add(this);
+  }
+
+  [finalizerState](): { handle: Pointer; context: Context; refs: number } {
+    return { handle: this.#handle!, context: this.context, refs: this.#refs };
   }
 
   get alive(): boolean {
@@ -883,6 +890,7 @@ export class CommandQueue {
   retain(): this {
     check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(this[liveHandle]()));
     this.#refs++;
+    net.renew(this);
     return this;
   }
 
@@ -893,11 +901,13 @@ export class CommandQueue {
   release(): void {
     const handle = this.#handle;
     if (handle === null) return;
-    if (--this.#refs === 0) {
+    const last = --this.#refs === 0;
+    if (last) {
       this.#handle = null;
       net.remove(this);
-    }
-    const context = this.context;
+    } else net.renew(this);
+    // Only the last reference's release ends the queue as a child of its context.
+    const context = last ? this.context : null;
     const nativeRelease = () => releaseQueue(handle, context);
     if (this.#pending.size === 0) nativeRelease();
     else void Promise.allSettled([...this.#pending]).then(nativeRelease);
