@@ -270,6 +270,75 @@ describe("callbacks that re-enter, release their own objects, or exit", () => {
 });
 
 describe("arguments whose accessors run code", () => {
+  test(
+    "a getter that releases an object the call already looked at ends in ReleasedError, never in a released handle reaching C (child process)",
+    async () => {
+      await expectOk("robust-getters.ts");
+    },
+    60_000,
+  );
+
+  test(
+    "kernel arguments and mappings refused before C: transferred host memory, cl.local() too large or on a __global pointer; unmap() of a transferred mapping (child process)",
+    async () => {
+      await expectOk("robust-kernel-args.ts");
+    },
+    60_000,
+  );
+
+  test("readBuffer without a target reads its offset once: the size it allocates and the read agree", async () => {
+    const ctx = cl.createContext();
+    const queue = ctx.createCommandQueue();
+    const buf = ctx.createBuffer(16);
+    try {
+      await queue.writeBuffer(buf, Uint8Array.from({ length: 16 }, (_, i) => i));
+      let reads = 0;
+      const options = {
+        get offset() {
+          return reads++ === 0 ? 8 : 0;
+        },
+      };
+      const back = await queue.readBuffer(buf, undefined, options);
+      assert.equal(reads, 1, "offset is read once");
+      assert.deepEqual([...back], [8, 9, 10, 11, 12, 13, 14, 15]);
+    } finally {
+      buf.release();
+      queue.release();
+      ctx.release();
+    }
+  });
+
+  test("a sparse waitFor list is refused element by element, with the index of the hole", () => {
+    const ctx = cl.createContext();
+    const queue = ctx.createCommandQueue();
+    const buf = ctx.createBuffer(16);
+    const other = cl.createContext();
+    const foreign = other.createUserEvent();
+    try {
+      const e = queue.enqueueMarker();
+      // deno-lint-ignore no-sparse-arrays
+      assert.throws(() => queue.enqueueWriteBuffer(buf, new Uint8Array(4), { waitFor: [e, , e] }), {
+        name: "TypeError",
+        message: /waitFor\[1\] is not a cl.Event/,
+      });
+      assert.throws(() => queue.enqueueMarker({ waitFor: new Array(2) }), {
+        name: "TypeError",
+        message: /waitFor\[0\] is not a cl.Event/,
+      });
+      assert.throws(() => queue.enqueueMarker({ waitFor: [e, foreign] }), {
+        name: "TypeError",
+        message: /waitFor\[1\] belongs to another context/,
+      });
+      e.release();
+    } finally {
+      foreign.release();
+      other.release();
+      buf.release();
+      queue.release();
+      ctx.release();
+    }
+  });
+
   test("enqueueSVMFree reads each element once: an accessor cannot swap in an allocation that was not checked", () => {
     const ctx = cl.createContext();
     const queue = ctx.createCommandQueue();

@@ -213,15 +213,31 @@ const waitLists: BigUint64Array[] = [];
 const MAX_WAIT_LISTS = 64;
 
 const noWait: { count: number; list: BigUint64Array | null } = Object.freeze({ count: 0, list: null });
+const noEvents: readonly Event[] = Object.freeze([]);
 
-/** A `cl_event *` wait list from `waitFor`, checked before any native call. */
-export function waitList(events: unknown): { count: number; list: BigUint64Array | null } {
-  if (events === undefined) return noWait;
+/**
+ * The events of a `waitFor` option, each element read once (a getter runs here) and checked. A
+ * call reads all its arguments before it takes any native handle, `waitHandles` among them: a
+ * getter may release what the call uses, which must then be a ReleasedError, not a freed handle
+ * in C.
+ */
+export function waitEvents(events: unknown, context: Context): readonly Event[] {
+  if (events === undefined) return noEvents;
   if (!Array.isArray(events)) throw new TypeError(`waitFor must be an array of cl.Event, got ${show(events)}`);
-  if (events.length === 0) return noWait;
-  const handles = events.map((e, i) => {
+  const n = events.length;
+  if (n === 0) return noEvents;
+  const out: Event[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const e = events[i];
     if (!(e instanceof Event)) throw new TypeError(`waitFor[${i}] is not a cl.Event, got ${show(e)}`);
-    return e[liveHandle]();
-  });
-  return { count: handles.length, list: pointerArray(handles) };
+    if (e.context !== context) throw new TypeError(`waitFor[${i}] belongs to another context than this queue`);
+    out[i] = e;
+  }
+  return out;
+}
+
+/** The `cl_event *` wait list of `events`, taken once no getter of the call can run any more. */
+export function waitHandles(events: readonly Event[]): { count: number; list: BigUint64Array | null } {
+  if (events.length === 0) return noWait;
+  return { count: events.length, list: pointerArray(events.map((e) => e[liveHandle]())) };
 }

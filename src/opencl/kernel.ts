@@ -2,14 +2,14 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { ReleasedError } from "../errors.ts";
-import { integer, memory } from "../check.ts";
+import { integer, memory, show } from "../check.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { SVMAllocation } from "./svm.ts";
 import type { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
-import { commandUses, lastRelease, liveHandle, svmPointer } from "../internal.ts";
+import { commandHandle, commandUses, lastRelease, liveHandle, svmPointer } from "../internal.ts";
 import { childKind, ContextChild } from "./child.ts";
 
 const kind = childKind({
@@ -314,7 +314,6 @@ export class Kernel extends ContextChild {
    */
   setArg(index: number, value: KernelArg): this {
     this.#checkIndex(index);
-    const handle = this[liveHandle]();
     const info = this.#info(index);
     const where = () =>
       `kernel "${this.name}" argument ${index}${info !== null ? ` (${info.typeName} ${info.name})` : ""}`;
@@ -337,11 +336,12 @@ export class Kernel extends ContextChild {
           "clSetKernelArgSVMPointer",
           "an OpenCL 2.0 platform",
         );
-        const status = setSVM(handle, index, value[svmPointer]()) as number;
+        const status = setSVM(this[liveHandle](), index, value[svmPointer]()) as number;
         check("clSetKernelArgSVMPointer", status, where);
       } else {
-        argSlot[0] = value === null ? 0n : backend.address(value[liveHandle]());
-        const status = s.clSetKernelArg(handle, index, 8, argSlot);
+        // A hostPtr "use" buffer whose host memory was transferred away is refused, as by commands.
+        argSlot[0] = value === null ? 0n : backend.address(value[commandHandle]());
+        const status = s.clSetKernelArg(this[liveHandle](), index, 8, argSlot);
         check("clSetKernelArg", status, where);
       }
       this.#args[index] = value;
@@ -351,7 +351,14 @@ export class Kernel extends ContextChild {
       if (info !== null && info.address !== KernelArgAddress.LOCAL) {
         throw new TypeError(`${where()} is not a __local pointer: cl.local() does not fit it`);
       }
-      const status = s.clSetKernelArg(handle, index, value.size, null);
+      // More than a device has fails an assertion in PoCL 3.1 at the enqueue (the process aborts).
+      const limit = Math.min(...this.context.devices.map((d) => d.localMemSize));
+      if (value.size > limit) {
+        throw new RangeError(
+          `${where()}: cl.local(${value.size}) is more than the device's ${limit} bytes of local memory`,
+        );
+      }
+      const status = s.clSetKernelArg(this[liveHandle](), index, value.size, null);
       check("clSetKernelArg", status, where);
       this.#args[index] = undefined;
       return this;
@@ -383,7 +390,9 @@ export class Kernel extends ContextChild {
         `${where()} is a pointer: it takes a cl.Buffer, a cl.SVMAllocation, null or cl.local(), not a value`,
       );
     }
-    const status = s.clSetKernelArg(handle, index, bytes.byteLength, bytes);
+    const length = bytes.byteLength;
+    // The program's getters (a view's subclass, a typed value's) have all run: take the handle now.
+    const status = s.clSetKernelArg(this[liveHandle](), index, length, bytes);
     check("clSetKernelArg", status, where);
     this.#args[index] = undefined;
     return this;
@@ -394,18 +403,23 @@ export class Kernel extends ContextChild {
    * its arguments (CL_KERNEL_EXEC_INFO_SVM_PTRS). Commands keep them alive like arguments.
    */
   setSVMPointers(allocations: readonly SVMAllocation[]): this {
-    const handle = this[liveHandle]();
+    this[liveHandle]();
     if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
-    // Each element read once: what commands keep alive must be what the kernel was given.
-    const kept: SVMAllocation[] = [];
-    const pointers = allocations.map((a, i) => {
-      if (!(a instanceof SVMAllocation)) throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation`);
+    // Each element read once (a hole reads undefined): what commands keep alive must be what the
+    // kernel was given. Pointers and handle only once every element's getter has run.
+    const kept: SVMAllocation[] = new Array(allocations.length);
+    for (let i = 0; i < kept.length; i++) {
+      const a = allocations[i];
+      if (!(a instanceof SVMAllocation)) {
+        throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation, got ${show(a)}`);
+      }
       if (a.context !== this.context) {
         throw new TypeError(`allocations[${i}] belongs to another context than the kernel`);
       }
-      kept.push(a);
-      return a[svmPointer]();
-    });
+      kept[i] = a;
+    }
+    const handle = this[liveHandle]();
+    const pointers = kept.map((a) => a[svmPointer]());
     const fn = optionalSymbol("clSetKernelExecInfo", "an OpenCL 2.0 platform");
     const list = pointerArray(pointers);
     check(
@@ -431,7 +445,8 @@ export class Kernel extends ContextChild {
           `${a instanceof Buffer ? "Buffer" : "SVMAllocation"} set as argument ${i} of kernel "${this.name}"`,
         );
       }
-      if (a instanceof SVMAllocation) (svm ??= []).push(a);
+      if (a instanceof Buffer) a[commandHandle](); // TypeError: a hostPtr "use" buffer's memory transferred away
+      else (svm ??= []).push(a as SVMAllocation);
     }
     const extra = this.#svmPointers;
     for (let i = 0; i < extra.length; i++) {

@@ -105,6 +105,8 @@ export class Device {
   /** CL_DEVICE_MAX_MEM_ALLOC_SIZE in bytes: the largest buffer or SVM allocation. */
   readonly maxMemAllocSize: number;
   readonly maxComputeUnits: number;
+  /** CL_DEVICE_LOCAL_MEM_SIZE in bytes: the `__local` memory one work-group may have, `cl.local()` included. */
+  readonly localMemSize: number;
   readonly svm: SVMCapabilities;
 
   /** @internal use `platform.getDevices()`. */
@@ -130,6 +132,7 @@ export class Device {
     this.globalMemSize = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.GLOBAL_MEM_SIZE);
     this.maxMemAllocSize = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.MAX_MEM_ALLOC_SIZE);
     this.maxComputeUnits = infoU32("clGetDeviceInfo", info, handle, DeviceInfo.MAX_COMPUTE_UNITS);
+    this.localMemSize = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.LOCAL_MEM_SIZE);
     let caps = 0;
     try {
       caps = infoU64("clGetDeviceInfo", info, handle, DeviceInfo.SVM_CAPABILITIES);

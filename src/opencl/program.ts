@@ -93,7 +93,14 @@ export class Program extends ContextChild {
     this.context[adoptChild]();
     let status: number;
     try {
-      status = await opencl().async.clBuildProgram(handle, list?.length ?? 0, ids, options, null, 0) as number;
+      status = await opencl().async.clBuildProgram(
+        handle,
+        list?.length ?? 0,
+        ids,
+        withArgInfo(options),
+        null,
+        0,
+      ) as number;
     } finally {
       this.#building = false;
     }
@@ -175,12 +182,22 @@ export class Program extends ContextChild {
     const s = opencl().symbols;
     const count = new Uint32Array(new ArrayBuffer(4));
     check("clCreateKernelsInProgram", s.clCreateKernelsInProgram(handle, 0, null, count));
+    if (count[0] === 0) return []; // a second call asking for 0 kernels is CL_INVALID_VALUE
     const list = new BigUint64Array(new ArrayBuffer(8 * Math.max(count[0], 1)));
     check("clCreateKernelsInProgram", s.clCreateKernelsInProgram(handle, count[0], list, null));
     const kernels: Kernel[] = [];
     for (let i = 0; i < count[0]; i++) kernels.push(new Kernel(this, backend.fromAddress(list[i]) as Pointer));
     return kernels;
   }
+}
+
+/**
+ * `options` with -cl-kernel-arg-info: without it PoCL 3.1 reports no argument info
+ * (CL_KERNEL_ARG_INFO_NOT_AVAILABLE), and setArg could not check a value against its argument's
+ * type (cl.float for an int, cl.local for a __global pointer: a NULL buffer, a crash at run time).
+ */
+function withArgInfo(options: string): string {
+  return /(^|\s)-cl-kernel-arg-info(\s|$)/.test(options) ? options : `${options} -cl-kernel-arg-info`.trimStart();
 }
 
 function buildLog(handle: Pointer, device: Device): string {

@@ -21,7 +21,7 @@ import { ExecutionStatus, QueueInfo } from "./constants.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, releaseFailed, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
-import { type CommandTracker, Event, waitList } from "./event.ts";
+import { type CommandTracker, Event, waitEvents, waitHandles } from "./event.ts";
 import {
   abandonFree,
   registerFree,
@@ -104,24 +104,11 @@ const svmMapKeys = keys("access", "offset", "size", "waitFor");
 const copyBufferKeys = keys("srcOffset", "dstOffset", "size", "waitFor");
 const rangeKeys = keys("offset", "size", "waitFor");
 
-/**
- * A read or write of `view` at `options.offset` of `buffer`, checked: the offset is a size_t, the
- * bytes fit, and the view is memory native code may keep until the command completes.
- */
-function transfer(
-  buffer: Buffer,
-  view: unknown,
-  options: TransferOptions | undefined,
-  what: string,
-): { offset: number; host: ArrayBufferView; waitFor: unknown } {
+/** A read's or write's options, each read once: `readBuffer` needs the offset before the call. */
+function transferOptions(options: TransferOptions | undefined): { offset: number; waitFor: unknown } {
   const bag = checkOptions(options, transferKeys, "transfer options");
-  const host = memory(view, what, true);
   const given = own(bag, "offset");
-  const offset = given === undefined ? 0 : integer(given, "size_t", "offset");
-  if (offset + host.byteLength > buffer.size) {
-    throw new RangeError(`${host.byteLength} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
-  }
-  return { offset, host, waitFor: own(bag, "waitFor") };
+  return { offset: given === undefined ? 0 : integer(given, "size_t", "offset"), waitFor: own(bag, "waitFor") };
 }
 
 /**
@@ -129,8 +116,8 @@ function transfer(
  * (clEnqueueReadBuffer refuses a NULL one with CL_INVALID_VALUE), but an empty view goes down as
  * NULL on Deno and Node; one byte of memory of our own, never touched, stands in for it.
  */
-function hostPointer(view: ArrayBufferView): ArrayBufferView {
-  return view.byteLength === 0 ? noBytes : view;
+function hostPointer(view: ArrayBufferView, byteLength: number): ArrayBufferView {
+  return byteLength === 0 ? noBytes : view;
 }
 const noBytes = new Uint8Array(new ArrayBuffer(8));
 
@@ -278,9 +265,13 @@ export class SVMMapping {
   /** Enqueues clEnqueueSVMUnmap and detaches `arrayBuffer` at once. */
   unmap(options?: { waitFor?: readonly Event[] }): Event {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
-    const waitFor = own(checkOptions(options, waitForKeys, "unmap options"), "waitFor");
-    const handle = this.#queue[liveHandle]();
-    const { count, list } = waitList(waitFor as Event[] | undefined);
+    const queue = this.#queue;
+    queue[liveHandle]();
+    const events = waitEvents(own(checkOptions(options, waitForKeys, "unmap options"), "waitFor"), queue.context);
+    // Unmapped again by a getter above: nothing left to do, and a second unmap would be an error.
+    if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
+    const handle = queue[liveHandle]();
+    const { count, list } = waitHandles(events);
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
     this.#mapped = false;
@@ -288,9 +279,12 @@ export class SVMMapping {
     if (left === 0) mappedCount.delete(this.allocation);
     else mappedCount.set(this.allocation, left);
     // Detaching (transfer to a new empty buffer) leaves the native memory as it is.
-    const buffer = this.#buffer as (ArrayBuffer & { transfer?: (length: number) => ArrayBuffer }) | undefined;
+    const buffer = this.#buffer as
+      | (ArrayBuffer & { transfer?: (length: number) => ArrayBuffer; detached?: boolean })
+      | undefined;
     this.#buffer = undefined;
-    if (buffer !== undefined && typeof buffer.transfer === "function") buffer.transfer(0);
+    // Transferred away by the program already: that ArrayBuffer is beyond reach (README, Lifetimes).
+    if (buffer !== undefined && buffer.detached !== true && typeof buffer.transfer === "function") buffer.transfer(0);
     const event = this.#queue[newCommand]();
     // The map counted as a use of the allocation: the unmap's pin takes it over.
     this.#queue[pinCommand](event, [this.allocation], undefined);
@@ -371,10 +365,16 @@ export class CommandQueue {
     return this.#handle;
   }
 
-  #checkBuffer(buffer: Buffer): Pointer {
+  /**
+   * Checks that `buffer` is a buffer of this queue's context; its handle is taken later. Every
+   * enqueue reads all its arguments (options, list elements, views: any getter runs then) before
+   * it takes a native handle, so that a getter that releases what the call uses gives ReleasedError
+   * instead of a freed handle in C (test/fixtures/robust-getters.ts).
+   */
+  #checkBuffer(buffer: Buffer): void {
     if (!(buffer instanceof Buffer)) throw new TypeError(`expected a cl.Buffer, got ${show(buffer)}`);
     if (buffer.context !== this.context) throw new TypeError("the buffer belongs to another context than this queue");
-    return buffer[commandHandle]();
+    buffer[commandHandle](); // ReleasedError now rather than after the other arguments' checks
   }
 
   /**
@@ -382,7 +382,8 @@ export class CommandQueue {
    * the command completes: do not transfer its ArrayBuffer before then.
    */
   enqueueWriteBuffer(buffer: Buffer, data: ArrayBufferView, options?: TransferOptions): Event {
-    return this.#enqueueTransfer("clEnqueueWriteBuffer", buffer, data, options, "data");
+    this[liveHandle]();
+    return this.#enqueueTransfer("clEnqueueWriteBuffer", buffer, data, transferOptions(options), "data");
   }
 
   /**
@@ -390,7 +391,8 @@ export class CommandQueue {
    * not transfer its ArrayBuffer before then).
    */
   enqueueReadBuffer(buffer: Buffer, target: ArrayBufferView, options?: TransferOptions): Event {
-    return this.#enqueueTransfer("clEnqueueReadBuffer", buffer, target, options, "target");
+    this[liveHandle]();
+    return this.#enqueueTransfer("clEnqueueReadBuffer", buffer, target, transferOptions(options), "target");
   }
 
   /** A non-blocking read or write: the host memory stays pinned until the command completed. */
@@ -398,14 +400,20 @@ export class CommandQueue {
     fn: "clEnqueueReadBuffer" | "clEnqueueWriteBuffer",
     buffer: Buffer,
     view: ArrayBufferView,
-    options: TransferOptions | undefined,
+    { offset, waitFor }: { offset: number; waitFor: unknown },
     what: string,
   ): Event {
+    this.#checkBuffer(buffer);
+    const events = waitEvents(waitFor, this.context);
+    const host = memory(view, what, true);
+    const bytes = host.byteLength;
+    if (offset + bytes > buffer.size) {
+      throw new RangeError(`${bytes} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
+    }
     const handle = this[liveHandle]();
-    const mem = this.#checkBuffer(buffer);
-    const { offset, host, waitFor } = transfer(buffer, view, options, what);
-    const { count, list } = waitList(waitFor);
-    check(fn, opencl().symbols[fn](handle, mem, 0, offset, host.byteLength, hostPointer(host), count, list, eventOut));
+    const mem = buffer[commandHandle]();
+    const { count, list } = waitHandles(events);
+    check(fn, opencl().symbols[fn](handle, mem, 0, offset, bytes, hostPointer(host, bytes), count, list, eventOut));
     const event = this[newCommand]();
     this[pinCommand](event, undefined, host);
     return event;
@@ -427,15 +435,17 @@ export class CommandQueue {
     target?: T,
     options?: TransferOptions,
   ): Promise<T> {
+    this[liveHandle]();
+    const read = transferOptions(options);
     let into = target;
     if (into === undefined) {
-      this[liveHandle]();
       this.#checkBuffer(buffer);
-      const given = own(checkOptions(options, transferKeys, "transfer options"), "offset");
-      const offset = given === undefined ? 0 : integer(given, "size_t", "offset", 0, buffer.size);
-      into = new Uint8Array(buffer.size - offset) as unknown as T;
+      if (read.offset > buffer.size) {
+        throw new RangeError(`offset ${read.offset} is past the end of a buffer of ${buffer.size} bytes`);
+      }
+      into = new Uint8Array(buffer.size - read.offset) as unknown as T;
     }
-    const event = this.enqueueReadBuffer(buffer, into, options);
+    const event = this.#enqueueTransfer("clEnqueueReadBuffer", buffer, into, read, "target");
     try {
       await event.wait();
     } finally {
@@ -451,7 +461,7 @@ export class CommandQueue {
    * refused (CL_INVALID_OPERATION): unmap it first.
    */
   enqueueSVMFree(allocations: readonly SVMAllocation[], options?: SVMFreeOptions): Event {
-    const handle = this[liveHandle]();
+    this[liveHandle]();
     if (!Array.isArray(allocations)) {
       throw new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(allocations)}`);
     }
@@ -475,13 +485,20 @@ export class CommandQueue {
     // Each element is read once, into `given`: an accessor could return another allocation on a
     // second read, one never checked (a mapped one, another context's).
     const given: SVMAllocation[] = new Array(n);
-    // A Set only pays for itself on long lists; the usual one or few compare pairwise.
-    const seen = n > 8 ? new Set<SVMAllocation>() : undefined;
     for (let i = 0; i < n; i++) {
       const a = allocations[i];
       if (!(a instanceof SVMAllocation)) {
         throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation, got ${show(a)}`);
       }
+      given[i] = a;
+    }
+    const events = waitEvents(waitFor, this.context);
+    // Every getter has run: what they may have released or mapped is checked from here on.
+    const handle = this[liveHandle]();
+    // A Set only pays for itself on long lists; the usual one or few compare pairwise.
+    const seen = n > 8 ? new Set<SVMAllocation>() : undefined;
+    for (let i = 0; i < n; i++) {
+      const a = given[i];
       if (a.context !== this.context) {
         throw new TypeError(`allocations[${i}] belongs to another context than this queue`);
       }
@@ -497,12 +514,11 @@ export class CommandQueue {
           `allocations[${i}] is mapped: unmap() it first (a mapping holds its allocation until the unmap completed)`,
         );
       }
-      given[i] = a;
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
-    const { count, list } = waitList(waitFor);
+    const { count, list } = waitHandles(events);
     const array = n > 0 ? scratchPointers(n) : null;
     for (let i = 0; i < n; i++) array![i] = given[i].address;
     // Without onFree and without a wait list there is nothing to call back nor to watch: the driver
@@ -535,18 +551,21 @@ export class CommandQueue {
    * await done.wait();
    */
   enqueueNDRangeKernel(kernel: Kernel, globalSize: readonly number[], options?: NDRangeOptions): Event {
-    const handle = this[liveHandle]();
+    this[liveHandle]();
     if (!(kernel instanceof Kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
     if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
-    const k = kernel[liveHandle]();
+    kernel[liveHandle]();
     const bag = checkOptions(options, ndrangeKeys, "enqueueNDRangeKernel options");
     const local = own(bag, "local") as number[] | undefined;
     const offset = own(bag, "offset") as number[] | undefined;
-    // Everything a getter of the program's could run during is read before ndrangeSizes fills the
-    // shared scratch its sizes go down in: a getter that enqueued a kernel would overwrite them.
-    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
+    const events = waitEvents(own(bag, "waitFor"), this.context);
+    // ndrangeSizes reads every size (a getter may run, even one that enqueues a kernel) before it
+    // fills the shared scratch they go down in; after it, no code of the program's runs.
     const sizes = ndrangeSizes(globalSize, local, offset);
+    const handle = this[liveHandle]();
+    const k = kernel[liveHandle]();
     const svm = kernel[commandUses]();
+    const { count, list } = waitHandles(events);
     check(
       "clEnqueueNDRangeKernel",
       opencl().symbols.clEnqueueNDRangeKernel(
@@ -575,35 +594,28 @@ export class CommandQueue {
     src: SVMAllocation | ArrayBufferView,
     options?: SVMCopyOptions,
   ): Event {
-    const handle = this[liveHandle]();
+    this[liveHandle]();
     const bag = checkOptions(options, svmCopyKeys, "enqueueSVMMemcpy options");
     const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
     const dstOffset = sizeOr(own(bag, "dstOffset"), "dstOffset", 0);
-    const side = (x: unknown, what: string, offset: number): { pointer: Pointer; length: number } => {
-      if (x instanceof SVMAllocation) {
-        if (x.context !== this.context) throw new TypeError(`${what} belongs to another context than this queue`);
-        return { pointer: offsetPointer(x[svmPointer](), Math.min(offset, x.size)), length: x.size };
-      }
-      if (ArrayBuffer.isView(x)) {
-        memory(x, what, true);
-        if (x.byteLength === 0) throw new RangeError(`${what} is empty`);
-        return { pointer: offsetPointer(backend.pointerOf(x), Math.min(offset, x.byteLength)), length: x.byteLength };
-      }
-      throw new TypeError(`${what} must be a cl.SVMAllocation or an ArrayBufferView`);
-    };
-    const d = side(dst, "dst", dstOffset);
-    const s = side(src, "src", srcOffset);
-    const size = sizeOr(own(bag, "size"), "size", Math.max(s.length - srcOffset, 0));
+    const givenSize = own(bag, "size");
+    const events = waitEvents(own(bag, "waitFor"), this.context);
+    const dLength = this.#svmSide(dst, "dst");
+    const sLength = this.#svmSide(src, "src");
+    const size = sizeOr(givenSize, "size", Math.max(sLength - srcOffset, 0));
     if (size === 0) throw new RangeError("enqueueSVMMemcpy: nothing to copy (size 0)");
-    if (srcOffset + size > s.length) {
-      throw new RangeError(`${size} bytes at srcOffset ${srcOffset} do not fit in src (${s.length} bytes)`);
+    if (srcOffset + size > sLength) {
+      throw new RangeError(`${size} bytes at srcOffset ${srcOffset} do not fit in src (${sLength} bytes)`);
     }
-    if (dstOffset + size > d.length) {
-      throw new RangeError(`${size} bytes at dstOffset ${dstOffset} do not fit in dst (${d.length} bytes)`);
+    if (dstOffset + size > dLength) {
+      throw new RangeError(`${size} bytes at dstOffset ${dstOffset} do not fit in dst (${dLength} bytes)`);
     }
-    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
+    const handle = this[liveHandle]();
+    const d = svmSidePointer(dst, dstOffset, dLength);
+    const s = svmSidePointer(src, srcOffset, sLength);
+    const { count, list } = waitHandles(events);
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
-    check("clEnqueueSVMMemcpy", memcpy(handle, 0, d.pointer, s.pointer, size, count, list, eventOut) as number);
+    check("clEnqueueSVMMemcpy", memcpy(handle, 0, d, s, size, count, list, eventOut) as number);
     const event = this[newCommand]();
     const dstSVM = dst instanceof SVMAllocation, srcSVM = src instanceof SVMAllocation;
     const svm = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
@@ -612,25 +624,44 @@ export class CommandQueue {
     return event;
   }
 
+  /** One side of an SVM memcpy, checked: its length in bytes. */
+  #svmSide(x: unknown, what: string): number {
+    if (x instanceof SVMAllocation) {
+      if (x.context !== this.context) throw new TypeError(`${what} belongs to another context than this queue`);
+      x[svmPointer](); // ReleasedError
+      return x.size;
+    }
+    if (ArrayBuffer.isView(x)) {
+      memory(x, what, true);
+      const length = x.byteLength;
+      if (length === 0) throw new RangeError(`${what} is empty`);
+      return length;
+    }
+    throw new TypeError(`${what} must be a cl.SVMAllocation or an ArrayBufferView`);
+  }
+
   /**
    * Fills an SVM range with a repeated pattern (clEnqueueSVMMemFill): a typed value such as
    * `cl.float(1)` or an ArrayBufferView of 1, 2, 4, ..., 128 bytes; offset and size are multiples of it.
    */
   enqueueSVMMemFill(allocation: SVMAllocation, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
-    const handle = this[liveHandle]();
+    this[liveHandle]();
     if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMemFill takes a cl.SVMAllocation");
     if (allocation.context !== this.context) {
       throw new TypeError("the allocation belongs to another context than this queue");
     }
     const bytes = patternBytes(pattern);
     const { offset, size, waitFor } = fillRange(options, allocation.size, bytes.byteLength, "enqueueSVMMemFill");
-    const { count, list } = waitList(waitFor);
+    const events = waitEvents(waitFor, this.context);
+    const handle = this[liveHandle]();
+    const pointer = offsetPointer(allocation[svmPointer](), offset);
+    const { count, list } = waitHandles(events);
     const fill = clEnqueueSVMMemFill ??= optionalSymbol("clEnqueueSVMMemFill", "an OpenCL 2.0 platform");
     check(
       "clEnqueueSVMMemFill",
       fill(
         handle,
-        offsetPointer(allocation[svmPointer](), offset),
+        pointer,
         bytes,
         bytes.byteLength,
         size,
@@ -650,7 +681,7 @@ export class CommandQueue {
    * the range back. The allocation's `release()` waits for the unmap.
    */
   enqueueSVMMap(allocation: SVMAllocation, options?: SVMMapOptions): SVMMapping {
-    const handle = this[liveHandle]();
+    this[liveHandle]();
     if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
     if (allocation.context !== this.context) {
       throw new TypeError("the allocation belongs to another context than this queue");
@@ -665,8 +696,10 @@ export class CommandQueue {
     if (size === 0 || offset + size > allocation.size) {
       throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocation.size} bytes)`);
     }
-    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
+    const events = waitEvents(own(bag, "waitFor"), this.context);
+    const handle = this[liveHandle]();
     const pointer = offsetPointer(allocation[svmPointer](), offset);
+    const { count, list } = waitHandles(events);
     const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMap", map(handle, 0, flags, pointer, size, count, list, eventOut) as number);
     const event = this[newCommand]();
@@ -692,9 +725,9 @@ export class CommandQueue {
 
   /** Copies between buffers (clEnqueueCopyBuffer). */
   enqueueCopyBuffer(src: Buffer, dst: Buffer, options?: CopyBufferOptions): Event {
-    const handle = this[liveHandle]();
-    const s = this.#checkBuffer(src);
-    const d = this.#checkBuffer(dst);
+    this[liveHandle]();
+    this.#checkBuffer(src);
+    this.#checkBuffer(dst);
     const bag = checkOptions(options, copyBufferKeys, "enqueueCopyBuffer options");
     const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
     const dstOffset = sizeOr(own(bag, "dstOffset"), "dstOffset", 0);
@@ -702,7 +735,11 @@ export class CommandQueue {
     if (size === 0) throw new RangeError("enqueueCopyBuffer: nothing to copy (size 0)");
     checkRange(src, srcOffset, size);
     checkRange(dst, dstOffset, size);
-    const { count, list } = waitList(own(bag, "waitFor") as Event[] | undefined);
+    const events = waitEvents(own(bag, "waitFor"), this.context);
+    const handle = this[liveHandle]();
+    const s = src[commandHandle]();
+    const d = dst[commandHandle]();
+    const { count, list } = waitHandles(events);
     check(
       "clEnqueueCopyBuffer",
       opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut),
@@ -712,11 +749,14 @@ export class CommandQueue {
 
   /** Fills a buffer range with a repeated pattern (clEnqueueFillBuffer); see `enqueueSVMMemFill`. */
   enqueueFillBuffer(buffer: Buffer, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
-    const handle = this[liveHandle]();
-    const mem = this.#checkBuffer(buffer);
+    this[liveHandle]();
+    this.#checkBuffer(buffer);
     const bytes = patternBytes(pattern);
     const { offset, size, waitFor } = fillRange(options, buffer.size, bytes.byteLength, "enqueueFillBuffer");
-    const { count, list } = waitList(waitFor);
+    const events = waitEvents(waitFor, this.context);
+    const handle = this[liveHandle]();
+    const mem = buffer[commandHandle]();
+    const { count, list } = waitHandles(events);
     const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
     check(
       "clEnqueueFillBuffer",
@@ -727,9 +767,13 @@ export class CommandQueue {
 
   /** An event that completes when `waitFor` (default: every command enqueued before) completed. */
   enqueueMarker(options?: { waitFor?: readonly Event[] }): Event {
+    this[liveHandle]();
+    const events = waitEvents(
+      own(checkOptions(options, waitForKeys, "enqueueMarker options"), "waitFor"),
+      this.context,
+    );
     const handle = this[liveHandle]();
-    const waitFor = own(checkOptions(options, waitForKeys, "enqueueMarker options"), "waitFor");
-    const { count, list } = waitList(waitFor as Event[] | undefined);
+    const { count, list } = waitHandles(events);
     const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueMarkerWithWaitList", marker(handle, count, list, eventOut) as number);
     return this[newCommand]();
@@ -737,9 +781,13 @@ export class CommandQueue {
 
   /** Like `enqueueMarker`, and later commands wait for it too (matters on out-of-order queues). */
   enqueueBarrier(options?: { waitFor?: readonly Event[] }): Event {
+    this[liveHandle]();
+    const events = waitEvents(
+      own(checkOptions(options, waitForKeys, "enqueueBarrier options"), "waitFor"),
+      this.context,
+    );
     const handle = this[liveHandle]();
-    const waitFor = own(checkOptions(options, waitForKeys, "enqueueBarrier options"), "waitFor");
-    const { count, list } = waitList(waitFor as Event[] | undefined);
+    const { count, list } = waitHandles(events);
     const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueBarrierWithWaitList", barrier(handle, count, list, eventOut) as number);
     return this[newCommand]();
@@ -921,6 +969,12 @@ export class CommandQueue {
   get unsafeHandle(): Pointer {
     return this[liveHandle]();
   }
+}
+
+/** The address `offset` bytes into one side of an SVM memcpy that `#svmSide` checked (`length` bytes). */
+function svmSidePointer(x: SVMAllocation | ArrayBufferView, offset: number, length: number): Pointer {
+  const base = x instanceof SVMAllocation ? x[svmPointer]() : backend.pointerOf(x);
+  return offsetPointer(base, Math.min(offset, length));
 }
 
 /** A fill pattern's bytes: 1, 2, 4, ..., 128 of them (OpenCL's rule). */
