@@ -254,6 +254,32 @@ describe("callbacks that re-enter, release their own objects, or exit", () => {
     70_000,
   );
 
+  test(
+    "an async onFree that awaits its own queue's finish() settles, and so do the free's wait(), finish() and release()",
+    async () => {
+      const ctx = cl.createContext();
+      if (!ctx.devices[0].svm.coarseGrainBuffer) return ctx.release();
+      const queue = ctx.createCommandQueue();
+      const steps: string[] = [];
+      const event = queue.enqueueSVMFree([ctx.svmAlloc(64)], {
+        onFree: async (q) => {
+          steps.push("onFree");
+          await q.finish(); // "q is usable here" (README): finish() waits for onFree to be called, not to settle
+          steps.push("finish inside onFree");
+        },
+      });
+      await withTimeout(event.wait(), 5_000, "the free's wait()");
+      assert.deepEqual(steps, ["onFree", "finish inside onFree"]);
+      await withTimeout(queue.finish(), 5_000, "finish() after it");
+      event.release();
+      queue.release();
+      ctx.release();
+      for (let i = 0; i < 500 && ctx.liveObjects > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(ctx.liveObjects, 0, "the queue's native release ran");
+    },
+    20_000,
+  );
+
   for (const mode of ["exit-destructor", "exit-onfree"]) {
     test(
       `process.exit(7) inside ${

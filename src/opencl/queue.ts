@@ -319,8 +319,10 @@ function checkRange(buffer: Buffer, offset: number, size: number): void {
 export class CommandQueue {
   #handle: Pointer | null;
   #refs = 1;
-  /** JS-side completions owed by this queue's commands (onFree callbacks). */
+  /** What the native release waits for: onFree callbacks done (async ones settled), clFinish calls running. */
   #pending = new Set<Promise<unknown>>();
+  /** onFree callbacks not called yet, for finish(). */
+  #calls = new Set<Promise<void>>();
   /** Commands enqueued so far: each event carries its number (the queue is in order). */
   #seq = 0;
   /** Pins of commands not yet known to be complete, oldest first. */
@@ -529,7 +531,7 @@ export class CommandQueue {
       return this[newCommand](undefined, true);
     }
     const pointers = given.map((a) => a[svmPointer]());
-    const { id, outcome } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
+    const { id, outcome, called } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
     const status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
     if (status !== OpenCLStatus.CL_SUCCESS) abandonFree(id);
     check("clEnqueueSVMFree", status);
@@ -537,7 +539,10 @@ export class CommandQueue {
     if (count > 0) watchFailure(id, eventOut);
     // A free without onFree owes the program nothing: wait() and finish() wait for the command only.
     if (onFree === undefined) return this[newCommand]();
+    // release() waits for the callbacks to be done, `async` ones included; finish() only for them
+    // to be called, or an async onFree that awaits its queue's finish() would wait for itself.
     this.#track(outcome.done);
+    this.#trackCall(called);
     return this[newCommand](outcome);
   }
 
@@ -901,12 +906,22 @@ export class CommandQueue {
     work.then(forget, forget);
   }
 
+  #trackCall(call: Promise<void>): void {
+    const calls = this.#calls;
+    calls.add(call);
+    void call.then(() => calls.delete(call));
+  }
+
   /** Issues the queued commands (clFlush). */
   flush(): void {
     check("clFlush", opencl().symbols.clFlush(this[liveHandle]()));
   }
 
-  /** Resolves once every queued command completed and their callbacks (e.g. `onFree`) ran. */
+  /**
+   * Resolves once every queued command completed and their callbacks (`onFree`) were called. An
+   * `async` onFree's promise is not waited for here (its free's `wait()` waits for it, and
+   * `release()` does): an onFree may itself await its queue's `finish()`.
+   */
   async finish(): Promise<void> {
     const handle = this[liveHandle]();
     const upTo = this.#seq;
@@ -921,7 +936,7 @@ export class CommandQueue {
       this.#tracker.waitEnded(upTo, status === OpenCLStatus.CL_SUCCESS);
     }
     check("clFinish", status);
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+    while (this.#calls.size > 0) await Promise.all([...this.#calls]);
   }
 
   /** CL_QUEUE_REFERENCE_COUNT (stale at once: for debugging). */

@@ -196,7 +196,10 @@ export class SVMAllocation {
     return backend.arrayBuffer(pointer, this.size);
   }
 
-  /** @internal The allocation now belongs to a free command (or is freed): no more use. */
+  /**
+   * @internal The allocation now belongs to a free command (or is freed): no more use. It leaves
+   * `liveObjects` here: for a free command at enqueue, though the memory goes back when it runs.
+   */
   [surrender](): Pointer {
     const pointer = this[svmPointer]();
     this.#pointer = null;
@@ -265,6 +268,8 @@ interface PendingFree {
   /** Absent for a free enqueued without onFree: nothing is owed, the program may end before it. */
   readonly onFree: SVMFreeCallback | undefined;
   readonly outcome: CallbackOutcome;
+  /** Resolves `called`: onFree was called and returned (or threw), or will never be called. */
+  readonly calledBack: () => void;
 }
 
 const pendingFrees = new IdTable<PendingFree>();
@@ -290,6 +295,7 @@ function runFree(entry: PendingFree): void {
     // pfn_free_func owns the freeing: every pointer exactly once, whatever onFree did.
     const free = opencl_clSVMFree();
     for (const pointer of entry.pointers) free(entry.context, pointer);
+    entry.calledBack();
   }
   if (later === undefined) entry.outcome.settle(threw, failure);
   else {
@@ -302,8 +308,10 @@ function runFree(entry: PendingFree): void {
 }
 
 /**
- * Registers a free that calls back; returns its user_data id and the outcome it settles. With
- * onFree the callback is owed (it holds the event loop); without, memlife's callback only frees.
+ * Registers a free that calls back; returns its user_data id, the outcome it settles, and
+ * `called`, which resolves once onFree was called and returned (an `async` one's promise may still
+ * be pending: that is what `outcome` waits for). With onFree the callback is owed (it holds the
+ * event loop); without, memlife's callback only frees.
  */
 export function registerFree(
   queue: CommandQueue,
@@ -311,11 +319,13 @@ export function registerFree(
   allocations: SVMAllocation[],
   pointers: Pointer[],
   onFree: SVMFreeCallback | undefined,
-): { id: number; outcome: CallbackOutcome } {
+): { id: number; outcome: CallbackOutcome; called: Promise<void> } {
   const outcome = new CallbackOutcome("svmFree");
-  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, outcome });
+  let calledBack!: () => void;
+  const called = new Promise<void>((resolve) => (calledBack = resolve));
+  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, outcome, calledBack });
   if (onFree !== undefined) owe();
-  return { id, outcome };
+  return { id, outcome, called };
 }
 
 /**
@@ -357,6 +367,7 @@ function pollFailures(): void {
       if (entry.onFree !== undefined) paid();
       const free = opencl_clSVMFree();
       for (const pointer of entry.pointers) free(entry.context, pointer);
+      entry.calledBack();
       entry.outcome.settle(false);
       done = true;
     }
