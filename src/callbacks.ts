@@ -4,6 +4,7 @@
  * exceptions, and keeping the event loop alive while a callback is still owed.
  */
 import { backend } from "./backend.ts";
+import { show } from "./check.ts";
 
 /**
  * Integer ids for native `user_data`: a native trampoline receives the id and finds its entry here.
@@ -81,8 +82,10 @@ let errorHandler: CallbackErrorHandler | null = null;
  * the promise the program holds for that operation when there is one (`buf.destroyed` read before
  * the callbacks ran, a pending `event.wait()`), else through this handler, else (the default) it is
  * rethrown on a fresh microtask and surfaces like an exception thrown by a timer callback (Node's
- * `uncaughtException`, Deno's and Bun's `error` event). Source "release" is the failure of a native
- * release that ran off the JS thread after `release()` returned. Pass `null` to restore the default.
+ * `uncaughtException`, Deno's and Bun's `error` event). A handler that throws surfaces the same
+ * way, as an AggregateError of [the callback's exception, the handler's]. Source "release" is the
+ * failure of a native release that ran off the JS thread after `release()` returned. Pass `null`
+ * to restore the default.
  * @example
  * import { onCallbackError } from "memlife";
  * onCallbackError((error, source) => log.warn(`${source} callback failed`, error));
@@ -100,12 +103,29 @@ export function reportCallbackError(error: unknown, source: CallbackSource): voi
       errorHandler(error, source);
       return;
     } catch (handlerError) {
-      error = handlerError;
+      // The handler did not take the exception, and failed itself: the program must learn of both,
+      // the callback's first, the way it learns of any exception no one handled. The message names
+      // both, for Bun prints only the message of an uncaught AggregateError, not its `errors`.
+      error = new AggregateError(
+        [error, handlerError],
+        `the onCallbackError handler threw ${describe(handlerError)} while handling ${
+          describe(error)
+        } from source "${source}" (errors: [that exception, the handler's])`,
+      );
     }
   }
   queueMicrotask(() => {
     throw error;
   });
+}
+
+/** A thrown value, for a message: never throws itself (a getter, a Proxy, `message` may). */
+function describe(value: unknown): string {
+  try {
+    return value instanceof Error ? `${value.name}: ${value.message}` : show(value);
+  } catch {
+    return "a value that cannot be shown";
+  }
 }
 
 /**

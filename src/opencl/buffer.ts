@@ -25,7 +25,13 @@ export type DestructorCallback = (buffer: Buffer) => unknown;
 
 /** What stays in JS for a buffer whose native side will call us back when it is destroyed. */
 interface Destructor {
-  readonly buffer: Buffer;
+  /**
+   * The buffer, set only where it must be held: callbacks will be passed it, and a `hostPtr: "use"`
+   * buffer is held as the README says. The entry stays in `destructors` until the native destructor
+   * arrives, so a buffer referenced here can never be collected: one whose `destroyed` was merely
+   * read must stay collectable, for the safety net to release it (which then settles `destroyed`).
+   */
+  buffer: Buffer | undefined;
   /** Run in reverse order of registration, like OpenCL's own callback stack; made on first use. */
   callbacks: DestructorCallback[] | undefined;
   /** The host memory of a `hostPtr: "use"` buffer: pinned until the native side lets go. */
@@ -63,9 +69,10 @@ function runDestructors(entry: Destructor): void {
   let errors: unknown[] | undefined;
   let later: PromiseLike<unknown>[] | undefined;
   const callbacks = entry.callbacks!;
+  const buffer = entry.buffer!; // set with the first callback
   for (let i = callbacks.length - 1; i >= 0; i--) {
     try {
-      const promise = returnedPromise(callbacks[i](entry.buffer));
+      const promise = returnedPromise(callbacks[i](buffer));
       if (promise !== undefined) (later ??= []).push(promise);
     } catch (error) {
       // Whatever was thrown, `undefined` included: the array's length counts, not the value.
@@ -110,9 +117,30 @@ function promiseFor(entry: Destructor): Promise<void> {
   });
 }
 
-const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }>(({ handle, context, refs }) => {
+/**
+ * A native destructor is still to come for a buffer released for the last time: hold the event
+ * loop open until it arrives (a driver thread, or a command still using the memory object).
+ */
+function owedLater(entry: Destructor): void {
+  if (entry.delivered) return;
+  entry.owed = true;
+  owe();
+}
+
+/** What the safety net needs to release a dropped buffer: never the buffer itself. */
+interface Held {
+  handle: Pointer;
+  context: Context;
+  refs: number;
+  /** Made when `destroyed` was read: a buffer with callbacks is held, so never dropped with one. */
+  destructor: Destructor | undefined;
+}
+
+const net = new SafetyNet<Held>(({ handle, context, refs, destructor }) => {
+  // The guarded binding: a watched buffer's destructor may be called inside this release.
   for (let i = 0; i < refs; i++) opencl().symbols.clReleaseMemObject(handle);
   context[disownChild]();
+  if (destructor !== undefined) owedLater(destructor);
 });
 
 export type HostPtrMode = "use" | "copy" | "alloc";
@@ -230,12 +258,16 @@ export class Buffer {
   // Out of line: the constructor stays small enough for V8 to inline (see Context.createBuffer).
   #holdHostMemory(hostMemory: ArrayBufferView): void {
     // A `hostPtr: "use"` view must stay alive until the native side lets go, not until release().
-    if ((this.flags & MemFlags.USE_HOST_PTR) !== 0) this.#watch().hostMemory = hostMemory;
-    else net.add(this);
+    // Such a buffer stays out of the safety net and is held (the README: it must be released).
+    if ((this.flags & MemFlags.USE_HOST_PTR) !== 0) {
+      const entry = this.#watch();
+      entry.hostMemory = hostMemory;
+      entry.buffer = this;
+    } else net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context; refs: number } {
-    return { handle: this.#handle!, context: this.context, refs: this.#refs };
+  [finalizerState](): Held {
+    return { handle: this.#handle!, context: this.context, refs: this.#refs, destructor: this.#destructor };
   }
 
   get alive(): boolean {
@@ -270,7 +302,7 @@ export class Buffer {
     if (entry === undefined) {
       const handle = this[liveHandle]();
       entry = {
-        buffer: this,
+        buffer: undefined,
         callbacks: undefined,
         hostMemory: undefined,
         delivered: false,
@@ -287,6 +319,8 @@ export class Buffer {
         throw new OpenCLError("clSetMemObjectDestructorCallback", status);
       }
       this.#destructor = entry;
+      // Registered already, the finalizer must learn that a destructor is owed (see owedLater).
+      net.renew(this);
     }
     return entry;
   }
@@ -302,6 +336,7 @@ export class Buffer {
     }
     this[liveHandle](); // ReleasedError: the memory object may already be gone
     const entry = this.#watch();
+    entry.buffer = this; // the callbacks will be passed it: held until the destructor arrives
     // `[]` + push would allocate room for 17: the entry lives until the destructor arrives, which
     // a driver thread may deliver only after thousands of others (bench/js-cost.ts "destructor").
     if (entry.callbacks === undefined) entry.callbacks = [callback];
@@ -312,8 +347,10 @@ export class Buffer {
    * Settles after every destructor callback has run: the native memory object is gone and the host
    * memory of a `hostPtr: "use"` buffer may be reused. Rejects with what a callback threw (or the
    * rejection of an `async` one), which then goes nowhere else; read only after the callbacks ran,
-   * it resolves (their exceptions went to `onCallbackError`). Read it before the last `release()`:
-   * after that, the memory object can no longer be watched.
+   * it resolves (their exceptions went to `onCallbackError`). Read inside one of them, it counts as
+   * read before: an `async` callback must not await it (it would wait for itself). Read it before
+   * the last `release()`: after that, the memory object can no longer be watched. Reading it does
+   * not hold the buffer: dropped, the safety net releases it and `destroyed` resolves.
    */
   get destroyed(): Promise<void> {
     let entry = this.#destructor;
@@ -383,11 +420,7 @@ export class Buffer {
     const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
     if (last) this.context[disownChild]();
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
-    if (last && entry !== undefined && !entry.delivered) {
-      // Delivered later (a driver thread, or a command still using it): keep the program alive.
-      entry.owed = true;
-      owe();
-    }
+    if (last && entry !== undefined) owedLater(entry);
   }
 
   [Symbol.dispose](): void {

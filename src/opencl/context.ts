@@ -199,8 +199,10 @@ export class Context {
 
   /**
    * Objects made from this context whose native side is not released yet: buffers, queues, events,
-   * SVM allocations (one freed in queue order counts until its command completed), programs,
-   * kernels, and builds running. For leak checks.
+   * SVM allocations, programs, kernels, and builds running. For leak checks. An SVM allocation
+   * released while commands use it counts until the last of them completed (memlife frees it
+   * then); one given to `enqueueSVMFree` stops counting once the free is enqueued, though the
+   * memory goes back only when that command runs (its event counts until released, like any event).
    */
   get liveObjects(): number {
     return this.#children;
