@@ -245,6 +245,7 @@ describe("kernels and commands", () => {
     assert.throws(() => kinds.setArg(10, null), RangeError);
     assert.throws(() => kinds.setArg(-1, null), RangeError);
     assert.throws(() => kinds.setArg(1.5, null), RangeError);
+    assert.throws(() => kinds.setArg("0" as unknown as number, null), TypeError, "an index is a number");
     assert.throws(() => kinds.setArg(4, 5 as unknown as cl.KernelArg), TypeError, "a bare number has no C type");
     assert.throws(() => kinds.setArg(4, "5" as unknown as cl.KernelArg), TypeError);
     assert.throws(() => cl.int(2 ** 31), RangeError);
@@ -253,6 +254,11 @@ describe("kernels and commands", () => {
     assert.throws(() => cl.ulong(-1n), RangeError);
     assert.throws(() => cl.long(2 ** 60), TypeError, "unsafe integer for a 64-bit value");
     assert.throws(() => cl.float4(1, 2, 3), TypeError);
+    // Finite, but Infinity as a float: a silent change of value. Infinity given as such is a float.
+    assert.throws(() => cl.float(1e40), RangeError);
+    assert.throws(() => cl.float2(0, -3.5e38), RangeError);
+    assert.equal(new Float32Array(cl.float(Infinity).bytes.buffer)[0], Infinity);
+    assert.equal(new Float32Array(cl.float(3.4028234e38).bytes.buffer)[0], Math.fround(3.4028234e38));
     assert.throws(() => cl.int("1" as unknown as number), TypeError);
     assert.throws(() => cl.local(0), RangeError);
     assert.equal(cl.float3(1, 2, 3).bytes.byteLength, 16, "a 3-vector has the size of a 4-vector");

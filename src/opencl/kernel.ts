@@ -100,6 +100,9 @@ function makeValue(scalar: ScalarType, width: number, values: unknown[]): TypedV
         if (!Number.isInteger(v) || v < (info.min as number) || v > (info.max as number)) {
           throw new RangeError(`cl.${name}: value ${i} (${v}) is not an integer in ${info.min}..${info.max}`);
         }
+      } else if (info.size === 4 && Number.isFinite(v) && !Number.isFinite(Math.fround(v))) {
+        // Stored, it would silently become Infinity. (Infinity and NaN given as such are floats.)
+        throw new RangeError(`cl.${name}: value ${i} (${v}) is beyond the float range (±3.4028235e38)`);
       }
       view[i] = v;
     }
@@ -301,6 +304,7 @@ export class Kernel extends ContextChild {
 
   #checkIndex(index: number): void {
     this[liveHandle]();
+    if (typeof index !== "number") throw new TypeError(`an argument index is a number, got ${show(index)}`);
     if (!Number.isInteger(index) || index < 0 || index >= this.numArgs) {
       throw new RangeError(`kernel "${this.name}" has ${this.numArgs} argument(s): index ${index} is out of range`);
     }
