@@ -145,6 +145,12 @@ describe("programs", () => {
     queue.enqueueNDRangeKernel(k, [1]).release();
     assert.deepEqual([...await queue.readBuffer(out, new Int32Array(1))], [41]);
     out.release();
+    // A rebuild with a kernel attached is no build failure: the message says why, not an empty log.
+    await assert.rejects(p.build("-DVALUE=42"), (e: unknown) => {
+      assert.ok(e instanceof OpenCLError && e.codeName === "CL_INVALID_OPERATION", String(e));
+      assert.match(e.message, /kernels attached/);
+      return true;
+    });
     using q = ctx.createProgram("__kernel void k(__global int *x) { x[0] = 1; }");
     await assert.rejects(q.build("-this-is-not-an-option"), OpenCLError);
     await assert.rejects(q.build(5 as unknown as string), TypeError);
