@@ -217,6 +217,13 @@ describe("kernels and commands", () => {
     const svm = ctx.svmAlloc(4);
     await done(queue.enqueueSVMMemcpy(svm, new Int32Array([77])));
     using viaArray = ctx.createBuffer(new Int32Array([55]));
+    // By value, from a resizable ArrayBuffer: clSetKernelArg copies the bytes at once, so it is fine.
+    const resizable = new Uint8Array(
+      new (ArrayBuffer as unknown as new (n: number, o: { maxByteLength: number }) => ArrayBuffer)(1, {
+        maxByteLength: 8,
+      }),
+    );
+    resizable[0] = 200;
     kinds
       .setArg(0, out)
       .setArg(1, svm)
@@ -226,7 +233,7 @@ describe("kernels and commands", () => {
       .setArg(5, cl.float4(1, 2, 3, 4.5))
       .setArg(6, cl.uint2(7, 3))
       .setArg(7, cl.long(9n << 32n))
-      .setArg(8, new Uint8Array([200]))
+      .setArg(8, resizable)
       .setArg(9, viaArray);
     queue.enqueueNDRangeKernel(kinds, [16], { local: [16] }).release();
     const got = await queue.readBuffer(out, new Int32Array(9));

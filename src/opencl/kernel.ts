@@ -377,7 +377,8 @@ export class Kernel extends ContextChild {
       }
       bytes = value.bytes;
     } else if (ArrayBuffer.isView(value)) {
-      memory(value, where(), true);
+      // clSetKernelArg copies the bytes at once: a resizable ArrayBuffer is as good as any here.
+      memory(value, where(), false);
       if (value.byteLength === 0) throw new RangeError(`${where()}: the view is empty`);
       const expected = info !== null ? typeSize(info.typeName) : undefined;
       if (expected !== undefined && value.byteLength !== expected) {
