@@ -639,6 +639,30 @@ describe("errors and lifetimes", () => {
     );
   });
 
+  test("addTriangleMesh reads what the arrays are, not what they say: a swapped prototype or a longer length is refused", () => {
+    using device = rtc.newDevice("", { accounting: true });
+    using scene = device.newScene();
+    const v = new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]);
+    const disguised = <T extends object>(array: ArrayBufferView, as: T) => Object.setPrototypeOf(array, as);
+    // instanceof says Float32Array / Uint32Array; the memory holds float64 and uint8 elements.
+    assert.throws(
+      () => scene.addTriangleMesh(disguised(new Float64Array(9), Float32Array.prototype), new Uint32Array([0, 1, 2])),
+      TypeError,
+    );
+    assert.throws(
+      () => scene.addTriangleMesh(v, disguised(new Uint8Array([0, 1, 2]), Uint32Array.prototype)),
+      TypeError,
+    );
+    // A length that claims more vertices than the array holds would let index 1000 through.
+    class Longer extends Float32Array {
+      override get length(): number {
+        return 3 * 2000;
+      }
+    }
+    assert.throws(() => scene.addTriangleMesh(new Longer(v), new Uint32Array([0, 1, 1000])), RangeError);
+    assert.equal(device.memory.calls, 0, "a native call allocated");
+  });
+
   test("ReleasedError after release; a second release is a no-op", async () => {
     const device = rtc.newDevice();
     const scene = device.newScene();
@@ -803,4 +827,94 @@ describe("what the README promises about scenes (test/promises.md R47, R50, R54,
     assert.ok(seen.some((bytes) => bytes > 1000), `the monitor saw ${JSON.stringify(seen)}`);
     assert.ok(device.memory.bytes <= 1000, `${device.memory.bytes} live bytes under a budget of 1000`);
   });
+});
+
+describe("hostile input reaches no native call (each scenario in its own process: a crash shows as a signal)", () => {
+  async function hostile(mode: string): Promise<Record<string, unknown>> {
+    const result = await runScript(new URL("./fixtures/embree-hostile.ts", import.meta.url), [mode], {
+      timeout: 60_000,
+    });
+    assert.equal(result.timedOut, false, `${mode}: the child hung`);
+    assert.equal(result.signal, null, `${mode}: killed by ${result.signal}: ${result.stderr.slice(-2000)}`);
+    assert.equal(result.code, 0, `${mode}: ${result.stderr.slice(-2000)}`);
+    return JSON.parse(result.stdout.trim().split("\n").pop()!);
+  }
+
+  test("typed-array subclasses whose length lies: sizes, checks and copy use the array's real length", async () => {
+    const report = await hostile("lying-length");
+    // The index array holds 2 ** 20 indices past its 3 vertices, whatever its length says.
+    assert.equal(report.indices, "RangeError");
+    // The vertex array holds 2 ** 20 vertices: all copied, the triangle among them is hit.
+    assert.equal(report.vertices, "none");
+    assert.equal(report.hit, 6);
+  }, 70_000);
+
+  test("getters that release the scene while memlife reads the ray: ReleasedError, not a freed scene", async () => {
+    const report = await hostile("getter-release");
+    for (const name of ["tfar", "mask", "origin", "element"]) assert.equal(report[name], "ReleasedError", name);
+    // A typed array's buffer, byteOffset and length are read through the intrinsic getters.
+    assert.equal(report.meshGetterRan, 0);
+    assert.equal(report.mesh, "none");
+  }, 70_000);
+
+  test(
+    "the monitor releases the scene inside its own addTriangleMesh: the release waits for the call, bytes back to 0",
+    async () => {
+      const report = await hostile("monitor-release-in-add");
+      assert.equal(report.add, "none");
+      assert.equal(report.alive, false);
+      assert.equal(report.bytes, 0, "the scene and the geometry added to it are freed when the call returns");
+      assert.equal(report.bytesAfterDevice, 0);
+    },
+    70_000,
+  );
+
+  test("inside addTriangleMesh the monitor cannot add to, trace or commit that scene", async () => {
+    const report = await hostile("monitor-uses-scene-in-add");
+    const invalid = "EmbreeError RTC_ERROR_INVALID_OPERATION";
+    assert.deepEqual(report.inner, { add: invalid, intersect: invalid, commit: invalid });
+    assert.equal(report.add, "none");
+    assert.equal(report.hit, 6);
+  }, 70_000);
+
+  test(
+    "the monitor rewrites and detaches the arrays inside addTriangleMesh: the scene holds what was checked",
+    async () => {
+      const report = await hostile("monitor-rewrites-input");
+      assert.equal(report.add, "none");
+      assert.equal(report.hit, 1);
+    },
+    70_000,
+  );
+
+  test(
+    "rays Embree asserts on (tnear < 0, beyond ±1.844e18 as a float, time outside [0, 1]) are a RangeError",
+    async () => {
+      const report = await hostile("ray-range");
+      for (
+        const name of [
+          "tnearNegative",
+          "tnearMinusInfinity",
+          "originFloatInfinite",
+          "originOverLarge",
+          "directionFloatInfinite",
+          "timeAbove1",
+          "timeNegative",
+        ]
+      ) assert.equal(report[name], "RangeError", name);
+      assert.deepEqual(report.valid, [null, null, 6, null, 6]);
+    },
+    70_000,
+  );
+
+  test(
+    "scenes and devices released right after their commits while other devices' monitored commits run (3 rounds of 6)",
+    async () => {
+      for (let run = 0; run < 2; run++) {
+        const report = await hostile("release-during-commits");
+        assert.equal(report.rounds, 3);
+      }
+    },
+    130_000,
+  );
 });

@@ -77,6 +77,22 @@ describe("a throwing monitor", () => {
   }, 130_000);
 
   test(
+    "one exception thrown at an allocation and again at the frees of addTriangleMesh's cleanup reaches the program once, as the cause",
+    async () => {
+      // No onCallbackError: a second delivery would be an uncaught exception, ending the child with 1.
+      const result = await runScript(new URL("./fixtures/embree-hostile.ts", import.meta.url), ["same-exception"], {
+        timeout: 60_000,
+      });
+      assert.equal(result.signal, null, result.stderr);
+      assert.equal(result.code, 0, result.stderr);
+      const report = JSON.parse(result.stdout.trim().split("\n").pop()!);
+      assert.equal(report.caught, "RTC_ERROR_OUT_OF_MEMORY");
+      assert.equal(report.causeIsThrown, true);
+    },
+    70_000,
+  );
+
+  test(
     "a throw while release() frees: release does not throw; each exception reaches onCallbackError once",
     async () => {
       const { code, report, stderr } = await scenario("release", true);

@@ -338,8 +338,6 @@ describe("arguments whose accessors run code", () => {
     const ctx = cl.createContext();
     const queue = ctx.createCommandQueue();
     const buf = ctx.createBuffer(16);
-    const other = cl.createContext();
-    const foreign = other.createUserEvent();
     try {
       const e = queue.enqueueMarker();
       // deno-lint-ignore no-sparse-arrays
@@ -351,14 +349,8 @@ describe("arguments whose accessors run code", () => {
         name: "TypeError",
         message: /waitFor\[0\] is not a cl.Event/,
       });
-      assert.throws(() => queue.enqueueMarker({ waitFor: [e, foreign] }), {
-        name: "TypeError",
-        message: /waitFor\[1\] belongs to another context/,
-      });
       e.release();
     } finally {
-      foreign.release();
-      other.release();
       buf.release();
       queue.release();
       ctx.release();

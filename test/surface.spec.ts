@@ -173,6 +173,7 @@ const instances: Record<string, readonly string[]> = {
   "cl.Device": [
     "driverVersion",
     "globalMemSize",
+    "localMemSize",
     "maxComputeUnits",
     "maxMemAllocSize",
     "name",

@@ -13,9 +13,10 @@ import { deviceState, liveHandle } from "../internal.ts";
 const deviceKeys = keys("accounting");
 
 const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }>(({ handle, state, refs }) => {
-  // The references retain() added first (Embree only counts them down), then the last one.
+  // The references retain() added first (Embree only counts them down), then the last one, which
+  // the native device waits for with its scenes.
   for (let i = 1; i < refs; i++) embree().symbols.rtcReleaseDevice(handle);
-  state.release("rtcReleaseDevice", handle);
+  state.releaseDevice();
 });
 
 /** Options of `rtc.newDevice`. */
@@ -184,7 +185,7 @@ export class Device {
 
   /**
    * Drops a reference (rtcReleaseDevice). After the last one the device cannot make scenes; its
-   * scenes stay usable, and Embree frees the device when they are released too.
+   * scenes stay usable, and the native device is released after the last of them.
    */
   release(): void {
     const handle = this.#handle;
@@ -196,7 +197,7 @@ export class Device {
     }
     this.#handle = null;
     net.remove(this);
-    this.#state.release("rtcReleaseDevice", handle);
+    this.#state.releaseDevice();
   }
 
   [Symbol.dispose](): void {

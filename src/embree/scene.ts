@@ -3,7 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
-import { integer, memory, show } from "../check.ts";
+import { integer, show } from "../check.ts";
 import {
   BUFFER_TYPE_INDEX,
   BUFFER_TYPE_VERTEX,
@@ -21,17 +21,20 @@ import { deviceState, liveHandle } from "../internal.ts";
 const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }>(({ handle, state, refs }) => {
   // The references retain() added first (Embree only counts them down), then the last one.
   for (let i = 1; i < refs; i++) embree().symbols.rtcReleaseScene(handle);
-  state.release("rtcReleaseScene", handle);
+  state.releaseScene(handle);
 });
 
 const RTC_ERROR_UNKNOWN = 1;
 const RTC_ERROR_INVALID_OPERATION = 3;
 
-/** A ray for `intersect1`: origin and direction are 3 numbers each. */
+/**
+ * A ray for `intersect1`: origin and direction are 3 numbers each, within ±1.844e18 (Embree's
+ * limit for a valid ray; a RangeError past it).
+ */
 export interface Ray {
   origin: ArrayLike<number>;
   direction: ArrayLike<number>;
-  /** Start of the ray segment (default 0). */
+  /** Start of the ray segment, 0 or more (default 0). */
   tnear?: number;
   /** End of the ray segment (default Infinity). */
   tfar?: number;
@@ -72,24 +75,68 @@ function scratch(): NonNullable<typeof rayScratch> {
   return rayScratch;
 }
 
-function vector(value: ArrayLike<number> | undefined, what: string): ArrayLike<number> {
-  if (value === null || typeof value !== "object" || value.length !== 3) {
+/**
+ * Embree's bound on a coordinate of a ray's origin and direction, as a float (FLT_LARGE): past it,
+ * or infinite once rounded to a float (1e39), Embree 3.13 asserts `ray.valid()` and aborts.
+ */
+const RAY_LIMIT = Math.fround(1.844e18);
+
+/** Origin or direction: an array-like of 3 numbers. */
+function vector(value: unknown, what: string): ArrayLike<unknown> {
+  if (value === null || typeof value !== "object" || (value as ArrayLike<unknown>).length !== 3) {
     throw new TypeError(`ray.${what} must be an array of 3 numbers`);
   }
-  for (let i = 0; i < 3; i++) {
-    if (typeof value[i] !== "number") throw new TypeError(`ray.${what}[${i}] must be a number, got ${show(value[i])}`);
-    if (!Number.isFinite(value[i])) {
-      throw new RangeError(`ray.${what}[${i}] must be a finite number, got ${show(value[i])}`);
-    }
+  return value as ArrayLike<unknown>;
+}
+
+/** Element `i` of an origin or direction, read once (a getter may say something else the second time). */
+function coordinate(vector: ArrayLike<unknown>, i: number, what: string): number {
+  const x = vector[i];
+  if (typeof x !== "number") throw new TypeError(`ray.${what}[${i}] must be a number, got ${show(x)}`);
+  if (!(Math.abs(Math.fround(x)) <= RAY_LIMIT)) {
+    throw new RangeError(`ray.${what}[${i}] must be a number within ±1.844e18 (Embree's limit), got ${show(x)}`);
+  }
+  return x;
+}
+
+/** An optional float of the ray, within [min, max]; NaN never is. */
+function optionalNumber(value: unknown, fallback: number, what: string, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number") throw new TypeError(`ray.${what} must be a number, got ${show(value)}`);
+  if (!(value >= min && value <= max)) {
+    throw new RangeError(`ray.${what} must be a number in [${min}, ${max}], got ${show(value)}`);
   }
   return value;
 }
 
-function optionalNumber(value: number | undefined, fallback: number, what: string): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number") throw new TypeError(`ray.${what} must be a number, got ${show(value)}`);
-  if (Number.isNaN(value)) throw new RangeError(`ray.${what} must not be NaN`);
-  return value;
+// The intrinsic accessors of typed arrays: a subclass can override `length`, `buffer` or
+// `byteOffset` (and run code in them), and a typed array can be given another one's prototype, but
+// these read what the array really is.
+const apply = Reflect.apply;
+const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
+const intrinsic = (key: string | symbol) => Object.getOwnPropertyDescriptor(typedArrayPrototype, key)!.get!;
+const typedArrayName = intrinsic(Symbol.toStringTag);
+const bufferOf = intrinsic("buffer");
+const byteOffsetOf = intrinsic("byteOffset");
+const lengthOf = intrinsic("length");
+
+/**
+ * A view of `value`'s memory of memlife's own, made without running any of the program's code:
+ * its length is the array's real one, so the size given to Embree, the checks and the copy agree.
+ */
+function ownView<T extends Float32Array | Uint32Array>(
+  value: unknown,
+  type: { new (buffer: ArrayBufferLike, byteOffset: number, length: number): T },
+  name: "Float32Array" | "Uint32Array",
+  what: string,
+): T {
+  if (apply(typedArrayName, value, []) !== name) throw new TypeError(`${what} must be a ${name}, got ${show(value)}`);
+  try {
+    return new type(apply(bufferOf, value, []), apply(byteOffsetOf, value, []), apply(lengthOf, value, []));
+  } catch {
+    // Only a detached ArrayBuffer makes the view fail: the offset and length are the array's own.
+    throw new TypeError(`${what}'s ArrayBuffer is detached (transferred away): native code cannot use it`);
+  }
 }
 
 /**
@@ -111,7 +158,13 @@ export class Scene {
   readonly #state: DeviceState;
   /** Commits started and not settled: the scene must not change, and the native release waits for them. */
   #pending = 0;
-  #releaseAfterCommit = false;
+  /**
+   * An addTriangleMesh runs: the monitor it calls must not use the scene either, and a release()
+   * there waits for the call to return.
+   */
+  #adding = false;
+  /** The handle whose native release waits for the scene to be idle (see `#releaseIfIdle`). */
+  #releaseWhenIdle: Pointer | null = null;
   /** Whether the last commit succeeded and nothing was added since. */
   #committed = false;
   readonly device: Device;
@@ -147,12 +200,31 @@ export class Scene {
     return this.#handle !== null && this.#committed && this.#pending === 0;
   }
 
+  /** The handle, for a call that needs the scene not committing and not inside its own addTriangleMesh. */
   #idle(fn: string): Pointer {
     const handle = this[liveHandle]();
     if (this.#pending > 0) {
       throw new EmbreeError(fn, RTC_ERROR_INVALID_OPERATION, "the scene is being committed: await commit() first");
     }
+    this.#notAdding(fn);
     return handle;
+  }
+
+  #notAdding(fn: string): void {
+    if (this.#adding) {
+      throw new EmbreeError(
+        fn,
+        RTC_ERROR_INVALID_OPERATION,
+        "addTriangleMesh is adding to the scene (its monitor runs now)",
+      );
+    }
+  }
+
+  #releaseIfIdle(): void {
+    const handle = this.#releaseWhenIdle;
+    if (handle === null || this.#pending > 0 || this.#adding) return;
+    this.#releaseWhenIdle = null;
+    this.#state.releaseScene(handle);
   }
 
   /**
@@ -161,63 +233,76 @@ export class Scene {
    * this throws EmbreeError RTC_ERROR_OUT_OF_MEMORY). Returns the geometry ID. Commit to use it.
    */
   addTriangleMesh(vertices: Float32Array, indices: Uint32Array): number {
-    const scene = this.#idle("rtcAttachGeometry");
-    if (!(vertices instanceof Float32Array)) {
-      throw new TypeError(`vertices must be a Float32Array of x, y, z per vertex, got ${show(vertices)}`);
+    let v = ownView(vertices, Float32Array, "Float32Array", "vertices (x, y, z per vertex)");
+    let ix = ownView(indices, Uint32Array, "Uint32Array", "indices (3 vertex indices per triangle)");
+    if (v.length === 0 || v.length % 3 !== 0) {
+      throw new RangeError(`vertices must hold 3 numbers per vertex and at least one vertex, got ${v.length} numbers`);
     }
-    if (!(indices instanceof Uint32Array)) {
-      throw new TypeError(`indices must be a Uint32Array of 3 vertex indices per triangle, got ${show(indices)}`);
-    }
-    memory(vertices, "vertices", false);
-    memory(indices, "indices", false);
-    if (vertices.length === 0 || vertices.length % 3 !== 0) {
+    if (ix.length === 0 || ix.length % 3 !== 0) {
       throw new RangeError(
-        `vertices must hold 3 numbers per vertex and at least one vertex, got ${vertices.length} numbers`,
+        `indices must hold 3 indices per triangle and at least one triangle, got ${ix.length} indices`,
       );
     }
-    if (indices.length === 0 || indices.length % 3 !== 0) {
-      throw new RangeError(
-        `indices must hold 3 indices per triangle and at least one triangle, got ${indices.length} indices`,
-      );
+    const state = this.#state;
+    // A JS monitor runs inside the native calls below, before the copy: it could rewrite an index
+    // after the check, or detach the arrays. Then the checks and the copy use memlife's own copies.
+    if (state.monitor !== null) {
+      v = new Float32Array(v);
+      ix = new Uint32Array(ix);
     }
-    const vertexCount = vertices.length / 3;
-    for (let i = 0; i < indices.length; i++) {
-      if (indices[i] >= vertexCount) {
-        throw new RangeError(`indices[${i}] is ${indices[i]}, but there are only ${vertexCount} vertices`);
+    const vertexCount = v.length / 3;
+    for (let i = 0; i < ix.length; i++) {
+      if (ix[i] >= vertexCount) {
+        throw new RangeError(`indices[${i}] is ${ix[i]}, but there are only ${vertexCount} vertices`);
       }
     }
+    const scene = this.#idle("rtcAttachGeometry");
     const s = embree().symbols;
-    const state = this.#state;
     const device = this.#deviceHandle;
-    const geometry = state.call(
-      "rtcNewGeometry",
-      () => s.rtcNewGeometry(device, GEOMETRY_TYPE_TRIANGLE) as Pointer | null,
-    );
-    if (geometry === null) throw new EmbreeError("rtcNewGeometry", RTC_ERROR_UNKNOWN, "returned NULL");
+    this.#adding = true;
     try {
-      const vertexBuffer = state.call(
-        "rtcSetNewGeometryBuffer",
-        () =>
-          s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_VERTEX, 0, FORMAT_FLOAT3, 12, vertexCount) as Pointer | null,
-      );
-      if (vertexBuffer === null) throw new EmbreeError("rtcSetNewGeometryBuffer", RTC_ERROR_UNKNOWN, "returned NULL");
-      new Float32Array(backend.arrayBuffer(vertexBuffer, vertices.byteLength)).set(vertices);
-      const indexBuffer = state.call(
-        "rtcSetNewGeometryBuffer",
-        () =>
-          s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_INDEX, 0, FORMAT_UINT3, 12, indices.length / 3) as
-            | Pointer
-            | null,
-      );
-      if (indexBuffer === null) throw new EmbreeError("rtcSetNewGeometryBuffer", RTC_ERROR_UNKNOWN, "returned NULL");
-      new Uint32Array(backend.arrayBuffer(indexBuffer, indices.byteLength)).set(indices);
-      state.call("rtcCommitGeometry", () => s.rtcCommitGeometry(geometry));
-      const id = state.call("rtcAttachGeometry", () => s.rtcAttachGeometry(scene, geometry) as number);
-      this.#committed = false;
-      return id;
+      return state.calls((step) => {
+        const geometry = step(
+          "rtcNewGeometry",
+          () => s.rtcNewGeometry(device, GEOMETRY_TYPE_TRIANGLE) as Pointer | null,
+        );
+        if (geometry === null) throw new EmbreeError("rtcNewGeometry", RTC_ERROR_UNKNOWN, "returned NULL");
+        try {
+          const vertexBuffer = step(
+            "rtcSetNewGeometryBuffer",
+            () =>
+              s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_VERTEX, 0, FORMAT_FLOAT3, 12, vertexCount) as
+                | Pointer
+                | null,
+          );
+          if (vertexBuffer === null) {
+            throw new EmbreeError("rtcSetNewGeometryBuffer", RTC_ERROR_UNKNOWN, "returned NULL");
+          }
+          new Float32Array(backend.arrayBuffer(vertexBuffer, v.byteLength)).set(v);
+          const indexBuffer = step(
+            "rtcSetNewGeometryBuffer",
+            () =>
+              s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_INDEX, 0, FORMAT_UINT3, 12, ix.length / 3) as
+                | Pointer
+                | null,
+          );
+          if (indexBuffer === null) {
+            throw new EmbreeError("rtcSetNewGeometryBuffer", RTC_ERROR_UNKNOWN, "returned NULL");
+          }
+          new Uint32Array(backend.arrayBuffer(indexBuffer, ix.byteLength)).set(ix);
+          step("rtcCommitGeometry", () => s.rtcCommitGeometry(geometry));
+          const id = step("rtcAttachGeometry", () => s.rtcAttachGeometry(scene, geometry) as number);
+          this.#committed = false;
+          return id;
+        } finally {
+          // The scene holds the geometry now; on failure this frees it and its buffers. Part of the
+          // same operation: the monitor that refused an allocation may throw again for these frees.
+          step("rtcReleaseGeometry", () => s.rtcReleaseGeometry(geometry));
+        }
+      });
     } finally {
-      // The scene holds the geometry now; on failure this frees it and its buffers.
-      state.call("rtcReleaseGeometry", () => s.rtcReleaseGeometry(geometry));
+      this.#adding = false;
+      this.#releaseIfIdle();
     }
   }
 
@@ -229,19 +314,17 @@ export class Scene {
    */
   async commit(): Promise<void> {
     const handle = this[liveHandle]();
-    const state = this.#state;
+    this.#notAdding("rtcCommitScene");
     this.#pending++;
     try {
-      await state.commit("rtcCommitScene", () => embree().async.rtcCommitScene(handle));
+      await this.#state.commit("rtcCommitScene", () => embree().async.rtcCommitScene(handle));
       this.#committed = true;
     } catch (error) {
       this.#committed = false;
       throw error;
     } finally {
-      if (--this.#pending === 0 && this.#releaseAfterCommit) {
-        this.#releaseAfterCommit = false;
-        state.release("rtcReleaseScene", handle);
-      }
+      this.#pending--;
+      this.#releaseIfIdle();
     }
   }
 
@@ -252,24 +335,33 @@ export class Scene {
    * if (hit) console.log(hit.distance, hit.primID);
    */
   intersect1(ray: Ray): Hit | null {
-    const scene = this.#idle("rtcIntersect1");
     if (ray === null || typeof ray !== "object") {
       throw new TypeError("intersect1 takes a ray { origin, direction, tnear?, tfar? }");
     }
+    // Each field is read once, and before the scene's handle is taken: a getter may call memlife,
+    // even release this scene. Embree asserts (and aborts) on tnear < 0 and on a time outside [0, 1].
     const origin = vector(ray.origin, "origin");
+    const ox = coordinate(origin, 0, "origin");
+    const oy = coordinate(origin, 1, "origin");
+    const oz = coordinate(origin, 2, "origin");
     const direction = vector(ray.direction, "direction");
-    const tnear = optionalNumber(ray.tnear, 0, "tnear");
-    const tfar = optionalNumber(ray.tfar, Infinity, "tfar");
-    const time = optionalNumber(ray.time, 0, "time");
+    const dx = coordinate(direction, 0, "direction");
+    const dy = coordinate(direction, 1, "direction");
+    const dz = coordinate(direction, 2, "direction");
+    const tnear = optionalNumber(ray.tnear, 0, "tnear", 0, Infinity);
+    const tfar = optionalNumber(ray.tfar, Infinity, "tfar", -Infinity, Infinity);
+    const time = optionalNumber(ray.time, 0, "time", 0, 1);
     // An unsigned int in C: -1 or 2 ** 32 must not wrap into some other mask.
-    const mask = ray.mask === undefined ? 0xffffffff : integer(ray.mask, "unsigned", "ray.mask");
+    const rawMask = ray.mask;
+    const mask = rawMask === undefined ? 0xffffffff : integer(rawMask, "unsigned", "ray.mask");
+    const scene = this.#idle("rtcIntersect1");
     if (!this.#committed) {
       throw new EmbreeError("rtcIntersect1", RTC_ERROR_INVALID_OPERATION, "scene not committed: await commit() first");
     }
     const { rayhit, rayhitView, context } = scratch();
     const f = (at: number, value: number) => rayhit.setFloat32(at, value, true);
-    f(0, origin[0]), f(4, origin[1]), f(8, origin[2]), f(12, tnear);
-    f(16, direction[0]), f(20, direction[1]), f(24, direction[2]), f(28, time);
+    f(0, ox), f(4, oy), f(8, oz), f(12, tnear);
+    f(16, dx), f(20, dy), f(24, dz), f(28, time);
     f(32, tfar);
     rayhit.setUint32(36, mask, true);
     rayhit.setUint32(40, 0, true); // id
@@ -304,7 +396,8 @@ export class Scene {
 
   /**
    * Drops a reference. The last one frees the scene's memory (the monitor sees it, inside this call
-   * unless a commit runs somewhere; a commit of this scene in flight finishes first).
+   * unless a commit runs somewhere; a commit of this scene in flight, or the addTriangleMesh whose
+   * monitor calls this, finishes first).
    */
   release(): void {
     const handle = this.#handle;
@@ -317,8 +410,8 @@ export class Scene {
     }
     this.#handle = null;
     net.remove(this);
-    if (this.#pending > 0) this.#releaseAfterCommit = true;
-    else this.#state.release("rtcReleaseScene", handle);
+    this.#releaseWhenIdle = handle;
+    this.#releaseIfIdle();
   }
 
   [Symbol.dispose](): void {

@@ -57,7 +57,7 @@ interface Operation {
   /**
    * What the monitor threw during the operation, held until it ends: each exception reaches the
    * program once, as the `cause` of the operation's EmbreeError when it is that, else through
-   * onCallbackError (see `settle`).
+   * onCallbackError (see `reportThrown`).
    */
   thrown: unknown[] | null;
 }
@@ -73,25 +73,29 @@ function operation(fn: string): Operation {
   };
 }
 
-/**
- * The operation is over: returns the EmbreeError it raised (if any), and reports every exception
- * the monitor threw that this error does not carry as its cause. An exception thrown again and
- * again (the same value) is one exception.
- */
-function settle(op: Operation): EmbreeError | null {
-  const error = op.code !== EmbreeErrorCode.RTC_ERROR_NONE ? errorOf(op) : null;
-  const thrown = op.thrown;
-  if (thrown !== null) {
-    const seen = new Set<unknown>();
-    if (error !== null && op.hasCause) seen.add(op.cause);
-    for (const value of thrown) {
-      if (seen.has(value)) continue;
-      seen.add(value);
-      reportCallbackError(value, "memoryMonitor");
-    }
-  }
-  return error;
+function failed(op: Operation): boolean {
+  return op.code !== EmbreeErrorCode.RTC_ERROR_NONE;
 }
+
+/**
+ * The operation is over: reports every exception the monitor threw during it that its EmbreeError
+ * (if any) does not carry as its cause. An exception thrown again and again (the same value) is
+ * one exception.
+ */
+function reportThrown(op: Operation): void {
+  const thrown = op.thrown;
+  if (thrown === null) return;
+  const seen = new Set<unknown>();
+  if (failed(op) && op.hasCause) seen.add(op.cause);
+  for (const value of thrown) {
+    if (seen.has(value)) continue;
+    seen.add(value);
+    reportCallbackError(value, "memoryMonitor");
+  }
+}
+
+/** One native call of an operation (see `DeviceState.calls`): throws the EmbreeError it raised. */
+export type Step = <R>(fn: string, run: () => R) => R;
 
 const states = new IdTable<DeviceState>();
 
@@ -114,7 +118,10 @@ function noop(): void {}
 
 export class DeviceState {
   readonly id: number;
-  /** The RTCDevice, for installing the monitor later; only used while the Device is not released. */
+  /**
+   * The RTCDevice: for installing the monitor while the Device is not released, and for releasing
+   * it natively once neither the Device nor any of its scenes holds it.
+   */
   readonly #handle: Pointer;
   /** Whether the native monitor is installed (then it stays: removing it would make `bytes` meaningless). */
   #accounting = false;
@@ -188,9 +195,23 @@ export class DeviceState {
     this.#refs++;
   }
 
-  /** The device or a scene of it was released natively. */
-  drop(): void {
-    if (--this.#refs === 0) states.delete(this.id);
+  /**
+   * The Device's last reference was released. The native device goes after the last of its scenes:
+   * Embree 3.13's scene drops its device reference before it frees its BVH through that device, so a
+   * device released natively first (on the JS thread, or on another thread while the scene's release
+   * waits for a relayed monitor call) is read after it was freed.
+   */
+  releaseDevice(): void {
+    this.#drop();
+  }
+
+  /** A scene's last reference was released: frees it natively (see `#release`). */
+  releaseScene(handle: Pointer): void {
+    this.#release("rtcReleaseScene", handle, () => this.#drop());
+  }
+
+  #drop(): void {
+    if (--this.#refs === 0) this.#release("rtcReleaseDevice", this.#handle, () => states.delete(this.id));
   }
 
   onMonitor(bytes: number, post: boolean): boolean {
@@ -266,22 +287,43 @@ export class DeviceState {
 
   /** Runs a synchronous native call on the JS thread and throws the EmbreeError it raised. */
   call<T>(fn: string, run: () => T): T {
+    // `calls` with one step, without its closures: intersect1 comes here once per ray.
     const outer = this.#syncOp;
     const op = operation(fn);
     this.#syncOp = op;
     let result: T;
     try {
       result = run();
-    } catch (failure) {
-      // Not Embree's error (the backend's): report what the monitor threw all the same.
+    } finally {
       this.#syncOp = outer;
-      settle(op);
-      throw failure;
+      reportThrown(op);
     }
-    this.#syncOp = outer;
-    const error = settle(op);
-    if (error !== null) throw error;
+    if (failed(op)) throw errorOf(op);
     return result;
+  }
+
+  /**
+   * Runs synchronous native calls on the JS thread as one operation: `step(fn, run)` makes one and
+   * throws the EmbreeError it raised (the first of the operation). What the monitor threw anywhere
+   * in it, a cleanup in a `finally` included, is reported once when `body` ends, unless it is that
+   * error's cause: the program that caught the error has it.
+   */
+  calls<T>(body: (step: Step) => T): T {
+    const outer = this.#syncOp;
+    const op = operation("");
+    this.#syncOp = op;
+    try {
+      return body((fn, run) => {
+        const before = failed(op);
+        if (!before) op.fn = fn;
+        const result = run();
+        if (!before && failed(op)) throw errorOf(op);
+        return result;
+      });
+    } finally {
+      this.#syncOp = outer;
+      reportThrown(op);
+    }
   }
 
   /** Runs `run` (an async native call) after the device's earlier commits; rejects with the EmbreeError it raised. */
@@ -297,36 +339,33 @@ export class DeviceState {
     commitsInFlight++;
     try {
       await run();
-    } catch (failure) {
-      // Not Embree's error (the backend's): report what the monitor threw all the same.
-      settle(op);
-      throw failure;
     } finally {
       commitsInFlight--;
       this.#commitOp = null;
+      // Every relayed callback ran before the native call returned: its caller waited for the
+      // answer. A failure of the backend (not Embree's) reports what the monitor threw all the same.
+      reportThrown(op);
     }
-    // Every relayed callback ran before the native call returned: its caller waited for the answer.
-    const error = settle(op);
-    if (error !== null) throw error;
+    if (failed(op)) throw errorOf(op);
   }
 
   /**
-   * Releases a device or scene handle natively, then drops the reference it held. On the JS thread
-   * when no commit runs (Embree 3.13 frees on the calling thread, so the monitor runs inside and
-   * `memory` is up to date at once); off it otherwise, so that a release that had to wait for a
-   * busy TBB worker could not deadlock with it.
+   * Releases a device or scene handle natively, then runs `then`. On the JS thread when no commit
+   * runs (Embree 3.13 frees on the calling thread, so the monitor runs inside and `memory` is up to
+   * date at once); off it otherwise, so that a release that had to wait for a busy TBB worker could
+   * not deadlock with it.
    */
-  release(fn: "rtcReleaseScene" | "rtcReleaseDevice", handle: Pointer): void {
+  #release(fn: "rtcReleaseScene" | "rtcReleaseDevice", handle: Pointer, then: () => void): void {
     const lib = embree();
     if (commitsInFlight === 0) {
       try {
         this.call(fn, () => lib.symbols[fn](handle));
       } finally {
-        this.drop();
+        then();
       }
       return;
     }
-    lib.async[fn](handle).then(() => this.drop(), (error) => {
+    lib.async[fn](handle).then(then, (error) => {
       // Only the backend can fail here (no thread to run the call on): the handle stays alive
       // natively, so the state stays too. No caller can receive the failure: source "release".
       reportCallbackError(error, "release");

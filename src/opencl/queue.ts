@@ -267,7 +267,7 @@ export class SVMMapping {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
     const queue = this.#queue;
     queue[liveHandle]();
-    const events = waitEvents(own(checkOptions(options, waitForKeys, "unmap options"), "waitFor"), queue.context);
+    const events = waitEvents(own(checkOptions(options, waitForKeys, "unmap options"), "waitFor"));
     // Unmapped again by a getter above: nothing left to do, and a second unmap would be an error.
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
     const handle = queue[liveHandle]();
@@ -406,7 +406,7 @@ export class CommandQueue {
     what: string,
   ): Event {
     this.#checkBuffer(buffer);
-    const events = waitEvents(waitFor, this.context);
+    const events = waitEvents(waitFor);
     const host = memory(view, what, true);
     const bytes = host.byteLength;
     if (offset + bytes > buffer.size) {
@@ -494,7 +494,7 @@ export class CommandQueue {
       }
       given[i] = a;
     }
-    const events = waitEvents(waitFor, this.context);
+    const events = waitEvents(waitFor);
     // Every getter has run: what they may have released or mapped is checked from here on.
     const handle = this[liveHandle]();
     // A Set only pays for itself on long lists; the usual one or few compare pairwise.
@@ -563,7 +563,7 @@ export class CommandQueue {
     const bag = checkOptions(options, ndrangeKeys, "enqueueNDRangeKernel options");
     const local = own(bag, "local") as number[] | undefined;
     const offset = own(bag, "offset") as number[] | undefined;
-    const events = waitEvents(own(bag, "waitFor"), this.context);
+    const events = waitEvents(own(bag, "waitFor"));
     // ndrangeSizes reads every size (a getter may run, even one that enqueues a kernel) before it
     // fills the shared scratch they go down in; after it, no code of the program's runs.
     const sizes = ndrangeSizes(globalSize, local, offset);
@@ -604,7 +604,7 @@ export class CommandQueue {
     const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
     const dstOffset = sizeOr(own(bag, "dstOffset"), "dstOffset", 0);
     const givenSize = own(bag, "size");
-    const events = waitEvents(own(bag, "waitFor"), this.context);
+    const events = waitEvents(own(bag, "waitFor"));
     const dLength = this.#svmSide(dst, "dst");
     const sLength = this.#svmSide(src, "src");
     const size = sizeOr(givenSize, "size", Math.max(sLength - srcOffset, 0));
@@ -657,7 +657,7 @@ export class CommandQueue {
     }
     const bytes = patternBytes(pattern);
     const { offset, size, waitFor } = fillRange(options, allocation.size, bytes.byteLength, "enqueueSVMMemFill");
-    const events = waitEvents(waitFor, this.context);
+    const events = waitEvents(waitFor);
     const handle = this[liveHandle]();
     const pointer = offsetPointer(allocation[svmPointer](), offset);
     const { count, list } = waitHandles(events);
@@ -701,7 +701,7 @@ export class CommandQueue {
     if (size === 0 || offset + size > allocation.size) {
       throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocation.size} bytes)`);
     }
-    const events = waitEvents(own(bag, "waitFor"), this.context);
+    const events = waitEvents(own(bag, "waitFor"));
     const handle = this[liveHandle]();
     const pointer = offsetPointer(allocation[svmPointer](), offset);
     const { count, list } = waitHandles(events);
@@ -740,7 +740,7 @@ export class CommandQueue {
     if (size === 0) throw new RangeError("enqueueCopyBuffer: nothing to copy (size 0)");
     checkRange(src, srcOffset, size);
     checkRange(dst, dstOffset, size);
-    const events = waitEvents(own(bag, "waitFor"), this.context);
+    const events = waitEvents(own(bag, "waitFor"));
     const handle = this[liveHandle]();
     const s = src[commandHandle]();
     const d = dst[commandHandle]();
@@ -758,7 +758,7 @@ export class CommandQueue {
     this.#checkBuffer(buffer);
     const bytes = patternBytes(pattern);
     const { offset, size, waitFor } = fillRange(options, buffer.size, bytes.byteLength, "enqueueFillBuffer");
-    const events = waitEvents(waitFor, this.context);
+    const events = waitEvents(waitFor);
     const handle = this[liveHandle]();
     const mem = buffer[commandHandle]();
     const { count, list } = waitHandles(events);
@@ -773,10 +773,7 @@ export class CommandQueue {
   /** An event that completes when `waitFor` (default: every command enqueued before) completed. */
   enqueueMarker(options?: { waitFor?: readonly Event[] }): Event {
     this[liveHandle]();
-    const events = waitEvents(
-      own(checkOptions(options, waitForKeys, "enqueueMarker options"), "waitFor"),
-      this.context,
-    );
+    const events = waitEvents(own(checkOptions(options, waitForKeys, "enqueueMarker options"), "waitFor"));
     const handle = this[liveHandle]();
     const { count, list } = waitHandles(events);
     const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
@@ -787,10 +784,7 @@ export class CommandQueue {
   /** Like `enqueueMarker`, and later commands wait for it too (matters on out-of-order queues). */
   enqueueBarrier(options?: { waitFor?: readonly Event[] }): Event {
     this[liveHandle]();
-    const events = waitEvents(
-      own(checkOptions(options, waitForKeys, "enqueueBarrier options"), "waitFor"),
-      this.context,
-    );
+    const events = waitEvents(own(checkOptions(options, waitForKeys, "enqueueBarrier options"), "waitFor"));
     const handle = this[liveHandle]();
     const { count, list } = waitHandles(events);
     const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
