@@ -107,11 +107,10 @@ export class Program extends ContextChild {
     try {
       if (status !== OpenCLStatus.CL_SUCCESS) {
         const logs = (list ?? [...this.context.devices]).map((device) => ({ device, log: buildLog(handle, device) }));
-        const detail = logs.filter((l) => l.log.trim() !== "").map((l) => `[${l.device.name}]\n${l.log.trim()}`)
-          .join("\n") ||
-          (status === OpenCLStatus.CL_INVALID_OPERATION
-            ? "the program has kernels (OpenCL rebuilds no program with kernels attached), or another build of it runs"
-            : "");
+        // CL_INVALID_OPERATION: nothing was built, and the logs are an earlier build's (NVIDIA's).
+        const detail = status === OpenCLStatus.CL_INVALID_OPERATION
+          ? "the program has kernels (OpenCL rebuilds no program with kernels attached), or another build of it runs"
+          : logs.filter((l) => l.log.trim() !== "").map((l) => `[${l.device.name}]\n${l.log.trim()}`).join("\n");
         const error = new OpenCLError("clBuildProgram", status, detail);
         error.buildLog = logs;
         throw error;
