@@ -32,6 +32,11 @@ export const completion: unique symbol = Symbol("memlife.completion");
 export const newCommand: unique symbol = Symbol("memlife.newCommand");
 /** CommandQueue: keeps what a command uses alive until it completed. */
 export const pinCommand: unique symbol = Symbol("memlife.pinCommand");
+/**
+ * CommandQueue: itself for an `onFree` callback, or, once the program released it, a queue object
+ * of its own on the same native queue (which the free command still holds, as in C).
+ */
+export const callbackQueue: unique symbol = Symbol("memlife.callbackQueue");
 /** CommandQueue: every command up to a number completed. */
 export const completedThrough: unique symbol = Symbol("memlife.completedThrough");
 /** Kernel: the SVM allocations an enqueue of it uses; ReleasedError for a released argument. */

@@ -280,6 +280,37 @@ describe("callbacks that re-enter, release their own objects, or exit", () => {
     20_000,
   );
 
+  test(
+    "onFree's queue is usable after the program released its own: a queue of its own, for the callback's span",
+    async () => {
+      const ctx = cl.createContext();
+      if (!ctx.devices[0].svm.coarseGrainBuffer) return ctx.release();
+      const queue = ctx.createCommandQueue();
+      const buf = ctx.createBuffer(16);
+      let given: cl.CommandQueue | undefined;
+      const event = queue.enqueueSVMFree([ctx.svmAlloc(64)], {
+        onFree: async (q) => {
+          given = q;
+          await q.writeBuffer(buf, new Int32Array([1, 2, 3, 4])); // enqueues on it, and waits
+          await q.finish();
+        },
+      });
+      queue.release(); // natively the free command holds the queue still, as in C
+      await withTimeout(event.wait(), 5_000, "the free's wait()");
+      assert.ok(given !== undefined && given !== queue, "onFree got a queue object of its own");
+      assert.equal(given.alive, false, "released once onFree settled");
+      const check = ctx.createCommandQueue();
+      assert.deepEqual([...await check.readBuffer(buf, new Int32Array(4))], [1, 2, 3, 4]);
+      check.release();
+      event.release();
+      buf.release();
+      ctx.release();
+      for (let i = 0; i < 500 && ctx.liveObjects > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(ctx.liveObjects, 0, "both queue objects released natively");
+    },
+    20_000,
+  );
+
   for (const mode of ["exit-destructor", "exit-onfree"]) {
     test(
       `process.exit(7) inside ${

@@ -37,6 +37,7 @@ import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
 import {
   adoptChild,
+  callbackQueue,
   commandHandle,
   commandUses,
   completedThrough,
@@ -89,7 +90,8 @@ export interface SVMFreeOptions {
   /**
    * Called on the JS thread once the free command ran, with this queue and the allocations in the
    * order given; memlife frees them with clSVMFree right after it returns (or throws). The queue
-   * may be used inside it.
+   * may be used inside it, also when the program released it meanwhile (it then gets a queue
+   * object of its own, released once the callback is done).
    */
   onFree?: SVMFreeCallback;
   waitFor?: readonly Event[];
@@ -318,6 +320,8 @@ function checkRange(buffer: Buffer, offset: number, size: number): void {
  */
 export class CommandQueue {
   #handle: Pointer | null;
+  /** The native queue, kept after the program's last release() for [callbackQueue]. */
+  readonly #native: Pointer;
   #refs = 1;
   /** What the native release waits for: onFree callbacks done (async ones settled), clFinish calls running. */
   #pending = new Set<Promise<unknown>>();
@@ -340,13 +344,20 @@ export class CommandQueue {
   readonly device: Device;
   [inRegistry] = false;
 
-  /** @internal use `ctx.createCommandQueue()`. */
-  constructor(context: Context, device: Device) {
-    const handle = opencl().symbols.clCreateCommandQueue(context[liveHandle](), device.unsafeHandle, 0, errcode) as
-      | Pointer
-      | null;
-    if (handle === null) throw new OpenCLError("clCreateCommandQueue", errcode[0]);
+  /** @internal use `ctx.createCommandQueue()`; `existing`: see [callbackQueue]. */
+  constructor(context: Context, device: Device, existing?: Pointer) {
+    let handle: Pointer | null;
+    if (existing !== undefined) {
+      check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(existing));
+      handle = existing;
+    } else {
+      handle = opencl().symbols.clCreateCommandQueue(context[liveHandle](), device.unsafeHandle, 0, errcode) as
+        | Pointer
+        | null;
+      if (handle === null) throw new OpenCLError("clCreateCommandQueue", errcode[0]);
+    }
     this.#handle = handle;
+    this.#native = handle;
     this.context = context;
     this.device = device;
     context[adoptChild]();
@@ -365,6 +376,16 @@ export class CommandQueue {
   [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("CommandQueue");
     return this.#handle;
+  }
+
+  /**
+   * @internal The queue an `onFree` callback gets ("q is usable here"). Released by the program,
+   * this object is not, but the native queue lives on (its release waits for the callback): the
+   * callback gets a queue object holding a reference of its own, which the caller releases once
+   * the callback is done.
+   */
+  [callbackQueue](): CommandQueue {
+    return this.#handle !== null ? this : new CommandQueue(this.context, this.device, this.#native);
   }
 
   /**

@@ -23,6 +23,7 @@ import type { Context } from "./context.ts";
 import type { CommandQueue } from "./queue.ts";
 import {
   adoptChild,
+  callbackQueue,
   disownChild,
   liveHandle,
   nativeHandle,
@@ -285,8 +286,14 @@ function runFree(entry: PendingFree): void {
   let threw = false;
   let failure: unknown;
   let later: PromiseLike<unknown> | undefined;
+  // A queue object of the callback's own when the program released its queue meanwhile.
+  let borrowed: CommandQueue | undefined;
   try {
-    if (entry.onFree !== undefined) later = returnedPromise(entry.onFree(entry.queue, entry.allocations));
+    if (entry.onFree !== undefined) {
+      const queue = entry.queue[callbackQueue]();
+      if (queue !== entry.queue) borrowed = queue;
+      later = returnedPromise(entry.onFree(queue, entry.allocations));
+    }
   } catch (error) {
     // Whatever was thrown, `undefined` included, is a failure.
     threw = true;
@@ -297,12 +304,20 @@ function runFree(entry: PendingFree): void {
     for (const pointer of entry.pointers) free(entry.context, pointer);
     entry.calledBack();
   }
-  if (later === undefined) entry.outcome.settle(threw, failure);
-  else {
+  if (later === undefined) {
+    borrowed?.release();
+    entry.outcome.settle(threw, failure);
+  } else {
     // An `async` onFree: its rejection is its throw, delivered like one.
     Promise.resolve(later).then(
-      () => entry.outcome.settle(false),
-      (error) => entry.outcome.settle(true, error),
+      () => {
+        borrowed?.release();
+        entry.outcome.settle(false);
+      },
+      (error) => {
+        borrowed?.release();
+        entry.outcome.settle(true, error);
+      },
     );
   }
 }
