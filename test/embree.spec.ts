@@ -163,6 +163,14 @@ describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)",
     60_000,
   );
 
+  test("a negative cache size is refused before Embree, which would hang the next device (plain C too)", () => {
+    for (const config of ["tessellation_cache_size=-5", "threads=1, cache_size = -1", "cache_size=-0"]) {
+      assert.throws(() => rtc.newDevice(config), RangeError, config);
+    }
+    using device = rtc.newDevice("tessellation_cache_size=1");
+    assert.equal(device.alive, true);
+  });
+
   test("{ accounting: true } counts from the start, with no monitor: bytes back to 0 after release", async () => {
     using device = rtc.newDevice("", { accounting: true });
     assert.equal(device.memory.accounting, true);

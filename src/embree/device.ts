@@ -60,6 +60,12 @@ export class Device {
     if (config.includes("\0")) {
       throw new TypeError("rtc.newDevice's configuration string must not contain NUL characters");
     }
+    // Embree 3.13.5 takes a negative cache size as a huge one, fails to map it with its cache's
+    // locks held, and the next device that resizes the cache spins for ever (README, Measured facts).
+    const negative = /(?:^|[\s,])((?:tessellation_)?cache_size)\s*=\s*-/.exec(config);
+    if (negative !== null) {
+      throw new RangeError(`rtc.newDevice: ${negative[1]} must not be negative, got ${JSON.stringify(config)}`);
+    }
     const accounting = boolean(
       own(checkOptions(options, deviceKeys, "rtc.newDevice options"), "accounting"),
       "accounting",
