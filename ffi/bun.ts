@@ -533,6 +533,12 @@ function fromAddress(value: bigint): Pointer | null {
 function arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer {
   // toArrayBuffer refuses a length of 0 (and without a length would read up to a NUL).
   if (byteLength === 0) return new ArrayBuffer(0);
+  // Past 4 GiB Bun's toArrayBuffer throws "Out of memory", which says nothing of the real limit.
+  if (byteLength > 2 ** 32) {
+    throw new RangeError(
+      `${PREFIX}arrayBuffer: Bun views at most 4 GiB of native memory as one ArrayBuffer, asked for ${byteLength} bytes (map or copy a smaller range)`,
+    );
+  }
   return toArrayBuffer(pointer as unknown as BunPointer, 0, byteLength);
 }
 

@@ -48,3 +48,12 @@ describe("64-bit integer parameters and results", () => {
     assert.equal(total, 10000 * 5 + 10000 * 4);
   });
 });
+
+describe("views of native memory", () => {
+  test("on Bun, a view over 4 GiB is a RangeError that names the limit (Bun's own says 'Out of memory')", () => {
+    if (backend.runtime !== "bun") return; // Deno and Node view any size
+    const somewhere = backend.pointerOf(new Uint8Array(8));
+    assert.throws(() => backend.arrayBuffer(somewhere, 2 ** 32 + 8), { name: "RangeError", message: /4 GiB/ });
+    assert.equal(backend.arrayBuffer(somewhere, 8).byteLength, 8);
+  });
+});
