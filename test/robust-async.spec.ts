@@ -343,6 +343,14 @@ describe("arguments whose accessors run code", () => {
     60_000,
   );
 
+  test(
+    "views whose byteLength lies or that a getter shrinks or detaches: the real memory at the native call, or refused (child process)",
+    async () => {
+      await expectOk("robust-views.ts");
+    },
+    60_000,
+  );
+
   test("readBuffer without a target reads its offset once: the size it allocates and the read agree", async () => {
     const ctx = cl.createContext();
     const queue = ctx.createCommandQueue();

@@ -14,7 +14,18 @@ import {
   SafetyNet,
 } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
-import { integer, isDetached, keys, member, memory, names, plainObject, show, unknownOption } from "../check.ts";
+import {
+  integer,
+  isDetached,
+  keys,
+  member,
+  memory,
+  names,
+  plainObject,
+  show,
+  unknownOption,
+  viewByteLength,
+} from "../check.ts";
 import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
@@ -191,13 +202,15 @@ export function bufferArguments(
     mode = given === "use" || given === "copy" || given === "alloc"
       ? given
       : member(hostPtrModes, given, "hostPtr", undefined);
+    // Every option is read before the view is looked at: a getter may resize or detach it.
+    if (Object.hasOwn(bag, "access")) flags = member(accessFlags, bag.access, "access", flags);
   }
   if (typeof sizeOrData === "number") {
     size = integer(sizeOrData, "size_t", "buffer size", 1);
   } else if (ArrayBuffer.isView(sizeOrData)) {
     // "use": OpenCL keeps the pointer for the buffer's life, so the memory must not move or shrink.
     data = memory(sizeOrData, "buffer data", mode === "use");
-    size = data.byteLength;
+    size = viewByteLength(data);
     if (size === 0) throw new RangeError("buffer data must not be empty");
   } else {
     throw new TypeError(
@@ -205,7 +218,6 @@ export function bufferArguments(
     );
   }
   if (bag !== undefined) {
-    if (Object.hasOwn(bag, "access")) flags = member(accessFlags, bag.access, "access", flags);
     if (mode !== undefined) {
       if (mode === "use" || mode === "copy") {
         if (data === null) throw new TypeError(`hostPtr: "${mode}" needs an ArrayBufferView as the buffer's data`);

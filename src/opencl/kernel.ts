@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { ReleasedError } from "../errors.ts";
-import { integer, memory, show } from "../check.ts";
+import { integer, memory, show, viewByteLength } from "../check.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
@@ -379,10 +379,11 @@ export class Kernel extends ContextChild {
     } else if (ArrayBuffer.isView(value)) {
       // clSetKernelArg copies the bytes at once: a resizable ArrayBuffer is as good as any here.
       memory(value, where(), false);
-      if (value.byteLength === 0) throw new RangeError(`${where()}: the view is empty`);
+      const length = viewByteLength(value);
+      if (length === 0) throw new RangeError(`${where()}: the view is empty`);
       const expected = info !== null ? typeSize(info.typeName) : undefined;
-      if (expected !== undefined && value.byteLength !== expected) {
-        throw new RangeError(`${where()} takes ${expected} bytes, the view has ${value.byteLength}`);
+      if (expected !== undefined && length !== expected) {
+        throw new RangeError(`${where()} takes ${expected} bytes, the view has ${length}`);
       }
       bytes = value;
     } else {
@@ -395,7 +396,7 @@ export class Kernel extends ContextChild {
         `${where()} is a pointer: it takes a cl.Buffer, a cl.SVMAllocation, null or cl.local(), not a value`,
       );
     }
-    const length = bytes.byteLength;
+    const length = viewByteLength(bytes);
     // The program's getters (a view's subclass, a typed value's) have all run: take the handle now.
     const status = s.clSetKernelArg(this[liveHandle](), index, length, bytes);
     check("clSetKernelArg", status, where);

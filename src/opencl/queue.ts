@@ -16,6 +16,7 @@ import {
   show,
   sizeOr,
   unknownOption,
+  viewByteLength,
 } from "../check.ts";
 import { ExecutionStatus, QueueInfo } from "./constants.ts";
 import { OpenCLStatus } from "./status-codes.ts";
@@ -429,7 +430,7 @@ export class CommandQueue {
     this.#checkBuffer(buffer);
     const events = waitEvents(waitFor);
     const host = memory(view, what, true);
-    const bytes = host.byteLength;
+    const bytes = viewByteLength(host);
     if (offset + bytes > buffer.size) {
       throw new RangeError(`${bytes} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
     }
@@ -659,7 +660,7 @@ export class CommandQueue {
     }
     if (ArrayBuffer.isView(x)) {
       memory(x, what, true);
-      const length = x.byteLength;
+      const length = viewByteLength(x);
       if (length === 0) throw new RangeError(`${what} is empty`);
       return length;
     }
@@ -676,9 +677,10 @@ export class CommandQueue {
     if (allocation.context !== this.context) {
       throw new TypeError("the allocation belongs to another context than this queue");
     }
-    const bytes = patternBytes(pattern);
-    const { offset, size, waitFor } = fillRange(options, allocation.size, bytes.byteLength, "enqueueSVMMemFill");
+    const { offset, size: given, waitFor } = fillOptions(options, "enqueueSVMMemFill");
     const events = waitEvents(waitFor);
+    const { bytes, length } = patternBytes(pattern);
+    const size = fillSize(offset, given, allocation.size, length, "enqueueSVMMemFill");
     const handle = this[liveHandle]();
     const pointer = offsetPointer(allocation[svmPointer](), offset);
     const { count, list } = waitHandles(events);
@@ -689,7 +691,7 @@ export class CommandQueue {
         handle,
         pointer,
         bytes,
-        bytes.byteLength,
+        length,
         size,
         count,
         list,
@@ -777,16 +779,17 @@ export class CommandQueue {
   enqueueFillBuffer(buffer: Buffer, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
     this[liveHandle]();
     this.#checkBuffer(buffer);
-    const bytes = patternBytes(pattern);
-    const { offset, size, waitFor } = fillRange(options, buffer.size, bytes.byteLength, "enqueueFillBuffer");
+    const { offset, size: given, waitFor } = fillOptions(options, "enqueueFillBuffer");
     const events = waitEvents(waitFor);
+    const { bytes, length } = patternBytes(pattern);
+    const size = fillSize(offset, given, buffer.size, length, "enqueueFillBuffer");
     const handle = this[liveHandle]();
     const mem = buffer[commandHandle]();
     const { count, list } = waitHandles(events);
     const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
     check(
       "clEnqueueFillBuffer",
-      fill(handle, mem, bytes, bytes.byteLength, offset, size, count, list, eventOut) as number,
+      fill(handle, mem, bytes, length, offset, size, count, list, eventOut) as number,
     );
     return this[newCommand]();
   }
@@ -1007,30 +1010,36 @@ function svmSidePointer(x: SVMAllocation | ArrayBufferView, offset: number, leng
   return offsetPointer(base, Math.min(offset, length));
 }
 
-/** A fill pattern's bytes: 1, 2, 4, ..., 128 of them (OpenCL's rule). */
-function patternBytes(pattern: TypedValue | ArrayBufferView): ArrayBufferView {
+/**
+ * A fill pattern's bytes and their number: 1, 2, 4, ..., 128 (OpenCL's rule). Looked at after the
+ * options' getters ran, which may detach or resize it.
+ */
+function patternBytes(pattern: TypedValue | ArrayBufferView): { bytes: ArrayBufferView; length: number } {
   let bytes: ArrayBufferView;
   if (pattern instanceof TypedValue) bytes = pattern.bytes;
   else if (ArrayBuffer.isView(pattern)) {
     memory(pattern, "pattern", true);
     bytes = pattern;
   } else throw new TypeError("a fill pattern is a typed value such as cl.float(0) or an ArrayBufferView");
-  const n = bytes.byteLength;
-  if (n === 0 || n > 128 || (n & (n - 1)) !== 0) {
-    throw new RangeError(`a fill pattern has 1, 2, 4, 8, 16, 32, 64 or 128 bytes, got ${n}`);
+  const length = viewByteLength(bytes);
+  if (length === 0 || length > 128 || (length & (length - 1)) !== 0) {
+    throw new RangeError(`a fill pattern has 1, 2, 4, 8, 16, 32, 64 or 128 bytes, got ${length}`);
   }
-  return bytes;
+  return { bytes, length };
 }
 
-function fillRange(
+/** A fill's options, each read once. */
+function fillOptions(
   options: RangeOptions | undefined,
-  total: number,
-  unit: number,
   where: string,
-): { offset: number; size: number; waitFor: Event[] | undefined } {
+): { offset: number; size: unknown; waitFor: unknown } {
   const bag = checkOptions(options, rangeKeys, `${where} options`);
-  const offset = sizeOr(own(bag, "offset"), "offset", 0);
-  const size = sizeOr(own(bag, "size"), "size", Math.max(total - offset, 0));
+  return { offset: sizeOr(own(bag, "offset"), "offset", 0), size: own(bag, "size"), waitFor: own(bag, "waitFor") };
+}
+
+/** The bytes a fill covers: `size` (default: the rest after `offset`), checked against `total` and the pattern. */
+function fillSize(offset: number, given: unknown, total: number, unit: number, where: string): number {
+  const size = sizeOr(given, "size", Math.max(total - offset, 0));
   if (size === 0) throw new RangeError(`${where}: nothing to fill (size 0)`);
   if (offset % unit !== 0 || size % unit !== 0) {
     throw new RangeError(
@@ -1040,5 +1049,5 @@ function fillRange(
   if (offset + size > total) {
     throw new RangeError(`${where}: ${size} bytes at offset ${offset} do not fit in ${total} bytes`);
   }
-  return { offset, size, waitFor: own(bag, "waitFor") as Event[] | undefined };
+  return size;
 }
