@@ -111,8 +111,11 @@ function settle(entry: Destructor, errors: readonly unknown[]): void {
   const { resolve, reject } = entry;
   entry.resolve = entry.reject = undefined;
   if (errors.length === 0) resolve?.();
-  else if (reject !== undefined) reject(failure(errors));
-  else for (const error of errors) reportCallbackError(error, "destructor");
+  else if (reject !== undefined) {
+    reject(failure(errors));
+    // Delivered: `destroyed` read again from now on resolves (README, exceptions reach the program once).
+    entry.promise = undefined;
+  } else for (const error of errors) reportCallbackError(error, "destructor");
 }
 
 function failure(errors: readonly unknown[]): unknown {
