@@ -39,7 +39,7 @@ let refused = "";
 try {
   const b = grid(300); // 180k triangles: the mesh fits in the budget, its BVH does not
   large.addTriangleMesh(b.vertices, b.indices); // a larger mesh is refused here already (Embree copies it)
-  await large.commit(); // the build allocates on TBB workers; memlife answers them from the JS thread
+  await large.commit(); // the build allocates on TBB workers; with no JS monitor, memlife answers them in C there
 } catch (error) {
   if (!(error instanceof EmbreeError) || error.codeName !== "RTC_ERROR_OUT_OF_MEMORY") throw error;
   refused = error.fn;

@@ -74,8 +74,7 @@ export class EmbreeError extends Error {
  * @example
  * import { cl, LibraryLoadError } from "memlife";
  * try { cl.getPlatforms() } catch (e) { if (e instanceof LibraryLoadError) console.error(e.message, e.tried) }
- * // LibraryLoadError: could not load OpenCL. Tried: $OPENCL_LIBRARY (unset), libOpenCL.so.1, libOpenCL.so.
- * // Install it: Debian/Ubuntu `apt-get install ocl-icd-libopencl1 pocl-opencl-icd` ...
+ * // LibraryLoadError: could not load OpenCL. Tried: libOpenCL.so.1, libOpenCL.so. ($OPENCL_LIBRARY unset) Install ...
  */
 export class LibraryLoadError extends Error {
   readonly library: string;
@@ -93,7 +92,7 @@ export class LibraryLoadError extends Error {
  * @example
  * import { ReleasedError } from "memlife";
  * buf.release();
- * try { buf.size; buf.retain() } catch (e) { console.log(e instanceof ReleasedError) } // true
+ * try { buf.retain() } catch (e) { console.log(e instanceof ReleasedError) } // true
  */
 export class ReleasedError extends Error {
   constructor(what: string) {

@@ -26,8 +26,6 @@ export const surrender: unique symbol = Symbol("memlife.surrender");
 /** SVMAllocation: an enqueued command uses it (`unuse` when that command completed). */
 export const useSVM: unique symbol = Symbol("memlife.useSVM");
 export const unuseSVM: unique symbol = Symbol("memlife.unuseSVM");
-/** Event: the completion callback's promise, registered on first use. */
-export const completion: unique symbol = Symbol("memlife.completion");
 /** CommandQueue: wraps the cl_event the enqueue call just wrote. */
 export const newCommand: unique symbol = Symbol("memlife.newCommand");
 /** CommandQueue: keeps what a command uses alive until it completed. */

@@ -52,8 +52,6 @@ export const trampolines = {
   bufferDestructor: kind(openclCallbacks.memDestructor),
   /** clEnqueueSVMFree's pfn_free_func; owner: src/opencl/svm.ts. */
   svmFree: kind(openclCallbacks.svmFree),
-  /** clSetEventCallback's pfn_notify for `Event.completion()`; owner: src/opencl/event.ts. */
-  eventCompletion: kind(openclCallbacks.eventStatus),
   /** clSetEventCallback's pfn_notify for the completion a queue arms; owner: src/opencl/queue.ts. */
   queueCompletion: kind(openclCallbacks.eventStatus),
   /** rtcSetDeviceErrorFunction's function; owner: src/embree/state.ts. */

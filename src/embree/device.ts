@@ -152,9 +152,10 @@ export class Device {
   /**
    * Refuses every allocation that would take `memory.bytes` over `bytes` (RTC_ERROR_OUT_OF_MEMORY);
    * `null` removes the budget. A monitor, when set, is asked first and sees every call, those the
-   * budget then refuses included. The budget is applied where the figures are kept: on Deno and
-   * Node in JS, on the JS thread, after the monitor answered; on Bun in C (`settle()` in
-   * ffi/bun-relay.c), on the allocating thread itself while no JS monitor is set.
+   * budget then refuses included. The budget is applied where the figures are kept: in C, on the
+   * allocating thread itself, by the native ledger while no JS monitor is set (Bun's compiled one,
+   * the prebuilt library's on Deno and Node); with a JS monitor, or where there is no native
+   * ledger (Workers on Deno and Node), after the monitor answered.
    * A budget starts accounting if it was not on: then `memory.bytes` counts from this call, and
    * memory the device already held is outside the budget (make the device with `{ accounting: true }`
    * for a budget over everything).

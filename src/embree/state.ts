@@ -99,7 +99,7 @@ export type Step = <R>(fn: string, run: () => R) => R;
 
 const states = new IdTable<DeviceState>();
 
-/** The device accounts: native on Bun, in JS on Deno and Node (the backend's choice). */
+/** The device accounts: the native ledger where the backend has one (Bun's compiled, the prebuilt library's), else JS. */
 /** @internal The backend's memory ledger (made on first use): for src/embree/diagnostics.ts. */
 export const accounts = trampolines.embreeMonitor((id, bytes, post) => {
   const state = states.get(id);
