@@ -160,6 +160,35 @@ const arrayBufferLength = builtin(ArrayBuffer.prototype, "byteLength")!;
 const arrayBufferResizable = builtin(ArrayBuffer.prototype, "resizable");
 const sharedGrowable = builtin(SharedArrayBuffer.prototype, "growable");
 
+const typedArrayName = builtin(typedArrayPrototype, Symbol.toStringTag)!;
+const typedArrayOffset = builtin(typedArrayPrototype, "byteOffset")!;
+const typedArrayCount = builtin(typedArrayPrototype, "length")!;
+
+/**
+ * A view of `value`'s memory of memlife's own, made without running any of the program's code (a
+ * typed array can also be given another one's prototype): its length is the array's real one, so
+ * the size given to native code, the checks and the copy agree. TypeError unless `value` is a
+ * typed array of kind `name`, or if its ArrayBuffer is detached.
+ */
+export function ownView<T extends Float32Array | Uint32Array>(
+  value: unknown,
+  type: { new (buffer: ArrayBufferLike, byteOffset: number, length: number): T },
+  name: "Float32Array" | "Uint32Array",
+  what: string,
+): T {
+  if (typedArrayName.call(value) !== name) throw new TypeError(`${what} must be a ${name}, got ${show(value)}`);
+  try {
+    return new type(
+      typedArrayBuffer.call(value) as ArrayBufferLike,
+      typedArrayOffset.call(value) as number,
+      typedArrayCount.call(value) as number,
+    );
+  } catch {
+    // Only a detached ArrayBuffer makes the view fail: the offset and length are the array's own.
+    throw new TypeError(`${what}'s ArrayBuffer is detached (transferred away): native code cannot use it`);
+  }
+}
+
 // A typed array's accessor throws for a DataView (the rarer view): tried first, it costs nothing
 // when it does not throw, where telling the two apart first (Symbol.toStringTag) cost Bun 17 ns.
 

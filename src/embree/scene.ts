@@ -3,7 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
-import { integer, show } from "../check.ts";
+import { integer, ownView, show } from "../check.ts";
 import {
   BUFFER_TYPE_INDEX,
   BUFFER_TYPE_VERTEX,
@@ -107,36 +107,6 @@ function optionalNumber(value: unknown, fallback: number, what: string, min: num
     throw new RangeError(`ray.${what} must be a number in [${min}, ${max}], got ${show(value)}`);
   }
   return value;
-}
-
-// The intrinsic accessors of typed arrays: a subclass can override `length`, `buffer` or
-// `byteOffset` (and run code in them), and a typed array can be given another one's prototype, but
-// these read what the array really is.
-const apply = Reflect.apply;
-const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
-const intrinsic = (key: string | symbol) => Object.getOwnPropertyDescriptor(typedArrayPrototype, key)!.get!;
-const typedArrayName = intrinsic(Symbol.toStringTag);
-const bufferOf = intrinsic("buffer");
-const byteOffsetOf = intrinsic("byteOffset");
-const lengthOf = intrinsic("length");
-
-/**
- * A view of `value`'s memory of memlife's own, made without running any of the program's code:
- * its length is the array's real one, so the size given to Embree, the checks and the copy agree.
- */
-function ownView<T extends Float32Array | Uint32Array>(
-  value: unknown,
-  type: { new (buffer: ArrayBufferLike, byteOffset: number, length: number): T },
-  name: "Float32Array" | "Uint32Array",
-  what: string,
-): T {
-  if (apply(typedArrayName, value, []) !== name) throw new TypeError(`${what} must be a ${name}, got ${show(value)}`);
-  try {
-    return new type(apply(bufferOf, value, []), apply(byteOffsetOf, value, []), apply(lengthOf, value, []));
-  } catch {
-    // Only a detached ArrayBuffer makes the view fail: the offset and length are the array's own.
-    throw new TypeError(`${what}'s ArrayBuffer is detached (transferred away): native code cannot use it`);
-  }
 }
 
 /**
