@@ -5,6 +5,12 @@
  * they stay. test/surface.spec.ts fails when a string-named internal member reaches a public class.
  */
 
+/**
+ * Buffer, SVMAllocation, Event, Kernel (static): whether a value is one itself, not a Proxy of one.
+ * A Proxy passes `instanceof`, and its traps would run the program's code at each read memlife
+ * makes of it, also after a call took its native handles; a private field is the brand it lacks.
+ */
+export const genuine: unique symbol = Symbol("memlife.genuine");
 /** The native handle of a live object, else ReleasedError (every object class). */
 export const liveHandle: unique symbol = Symbol("memlife.liveHandle");
 /** Context: the cl_context for children, valid until the last child let go, even after release(). */

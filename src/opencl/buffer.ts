@@ -29,7 +29,7 @@ import {
 import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
-import { adoptChild, commandHandle, disownChild, liveHandle } from "../internal.ts";
+import { adoptChild, commandHandle, disownChild, genuine, liveHandle } from "../internal.ts";
 
 /** May be `async`: `destroyed` waits for the promise it returns, and a rejection counts as a throw. */
 export type DestructorCallback = (buffer: Buffer) => unknown;
@@ -258,6 +258,11 @@ export class Buffer {
   /** The cl_mem_flags it was created with. */
   readonly flags: number;
   [inRegistry] = false;
+
+  /** @internal Whether `value` is one itself, not a Proxy of one (see `genuine` in internal.ts). */
+  static [genuine](value: unknown): value is Buffer {
+    return typeof value === "object" && value !== null && #handle in value;
+  }
 
   /** @internal use `ctx.createBuffer()`. */
   constructor(context: Context, handle: Pointer, size: number, flags: number, hostMemory: ArrayBufferView | null) {

@@ -9,7 +9,7 @@ import { check, errcode, infoU32, opencl, pointerArray, symbols, unguarded } fro
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind, ContextChild } from "./child.ts";
-import { adoptChild, disownChild, lastRelease, liveHandle, releaseHandle } from "../internal.ts";
+import { adoptChild, disownChild, genuine, lastRelease, liveHandle, releaseHandle } from "../internal.ts";
 
 const kind = childKind({
   name: "Event",
@@ -81,6 +81,11 @@ export class Event extends ContextChild {
    * as long as the queue is still open.
    */
   #quiet: boolean;
+
+  /** @internal Whether `value` is one itself, not a Proxy of one (see `genuine` in internal.ts). */
+  static [genuine](value: unknown): value is Event {
+    return typeof value === "object" && value !== null && #quiet in value;
+  }
 
   /**
    * @internal made by queues and contexts; a queue's command gives its queue's `tracker`, its
@@ -230,7 +235,7 @@ export function waitEvents(events: unknown): readonly Event[] {
   const out: Event[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const e = events[i];
-    if (!(e instanceof Event)) throw new TypeError(`waitFor[${i}] is not a cl.Event, got ${show(e)}`);
+    if (!Event[genuine](e)) throw new TypeError(`waitFor[${i}] is not a cl.Event, got ${show(e)}`);
     out[i] = e;
   }
   return out;

@@ -9,7 +9,7 @@ import { Buffer } from "./buffer.ts";
 import { SVMAllocation } from "./svm.ts";
 import type { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
-import { commandHandle, commandUses, lastRelease, liveHandle, svmPointer } from "../internal.ts";
+import { commandHandle, commandUses, genuine, lastRelease, liveHandle, svmPointer } from "../internal.ts";
 import { childKind, ContextChild } from "./child.ts";
 
 const kind = childKind({
@@ -230,6 +230,12 @@ export class Kernel extends ContextChild {
   #args: unknown[];
   #argInfo: (ArgInfo | null)[] | undefined;
   #svmPointers: SVMAllocation[] = [];
+
+  /** @internal Whether `value` is one itself, not a Proxy of one (see `genuine` in internal.ts). */
+  static [genuine](value: unknown): value is Kernel {
+    return typeof value === "object" && value !== null && #args in value;
+  }
+
   readonly program: Program;
   /** CL_KERNEL_FUNCTION_NAME. */
   readonly name: string;
@@ -324,7 +330,7 @@ export class Kernel extends ContextChild {
     const s = opencl().symbols;
     const isPointer = info === null || info.address === KernelArgAddress.GLOBAL ||
       info.address === KernelArgAddress.CONSTANT;
-    if (value instanceof Buffer || value instanceof SVMAllocation || value === null) {
+    if (Buffer[genuine](value) || SVMAllocation[genuine](value) || value === null) {
       if (!isPointer) {
         throw new TypeError(
           `${where()} is not a __global or __constant pointer: it cannot take a ${
@@ -416,7 +422,7 @@ export class Kernel extends ContextChild {
     const kept: SVMAllocation[] = new Array(allocations.length);
     for (let i = 0; i < kept.length; i++) {
       const a = allocations[i];
-      if (!(a instanceof SVMAllocation)) {
+      if (!SVMAllocation[genuine](a)) {
         throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation, got ${show(a)}`);
       }
       if (a.context !== this.context) {

@@ -43,6 +43,7 @@ import {
   commandUses,
   completedThrough,
   disownChild,
+  genuine,
   liveHandle,
   nativeHandle,
   newCommand,
@@ -396,7 +397,7 @@ export class CommandQueue {
    * instead of a freed handle in C (test/fixtures/robust-getters.ts).
    */
   #checkBuffer(buffer: Buffer): void {
-    if (!(buffer instanceof Buffer)) throw new TypeError(`expected a cl.Buffer, got ${show(buffer)}`);
+    if (!Buffer[genuine](buffer)) throw new TypeError(`expected a cl.Buffer, got ${show(buffer)}`);
     if (buffer.context !== this.context) throw new TypeError("the buffer belongs to another context than this queue");
     buffer[commandHandle](); // ReleasedError now rather than after the other arguments' checks
   }
@@ -511,7 +512,7 @@ export class CommandQueue {
     const given: SVMAllocation[] = new Array(n);
     for (let i = 0; i < n; i++) {
       const a = allocations[i];
-      if (!(a instanceof SVMAllocation)) {
+      if (!SVMAllocation[genuine](a)) {
         throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation, got ${show(a)}`);
       }
       given[i] = a;
@@ -579,7 +580,7 @@ export class CommandQueue {
    */
   enqueueNDRangeKernel(kernel: Kernel, globalSize: readonly number[], options?: NDRangeOptions): Event {
     this[liveHandle]();
-    if (!(kernel instanceof Kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
+    if (!Kernel[genuine](kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
     if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
     kernel[liveHandle]();
     const bag = checkOptions(options, ndrangeKeys, "enqueueNDRangeKernel options");
@@ -653,7 +654,7 @@ export class CommandQueue {
 
   /** One side of an SVM memcpy, checked: its length in bytes. */
   #svmSide(x: unknown, what: string): number {
-    if (x instanceof SVMAllocation) {
+    if (SVMAllocation[genuine](x)) {
       if (x.context !== this.context) throw new TypeError(`${what} belongs to another context than this queue`);
       x[svmPointer](); // ReleasedError
       return x.size;
@@ -673,7 +674,7 @@ export class CommandQueue {
    */
   enqueueSVMMemFill(allocation: SVMAllocation, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
     this[liveHandle]();
-    if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMemFill takes a cl.SVMAllocation");
+    if (!SVMAllocation[genuine](allocation)) throw new TypeError("enqueueSVMMemFill takes a cl.SVMAllocation");
     if (allocation.context !== this.context) {
       throw new TypeError("the allocation belongs to another context than this queue");
     }
@@ -710,7 +711,7 @@ export class CommandQueue {
    */
   enqueueSVMMap(allocation: SVMAllocation, options?: SVMMapOptions): SVMMapping {
     this[liveHandle]();
-    if (!(allocation instanceof SVMAllocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
+    if (!SVMAllocation[genuine](allocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
     if (allocation.context !== this.context) {
       throw new TypeError("the allocation belongs to another context than this queue");
     }

@@ -25,6 +25,7 @@ import {
   adoptChild,
   callbackQueue,
   disownChild,
+  genuine,
   liveHandle,
   nativeHandle,
   surrender,
@@ -117,6 +118,12 @@ export class SVMAllocation {
   #uses = 0;
   /** Released while commands used it: freed with clSVMFree when the last of them completes. */
   #deferred: Pointer | null = null;
+
+  /** @internal Whether `value` is one itself, not a Proxy of one (see `genuine` in internal.ts). */
+  static [genuine](value: unknown): value is SVMAllocation {
+    return typeof value === "object" && value !== null && #pointer in value;
+  }
+
   [inRegistry] = false;
 
   /** @internal use `ctx.svmAlloc()`. */
