@@ -11,6 +11,8 @@
  * makes of it, also after a call took its native handles; a private field is the brand it lacks.
  */
 export const genuine: unique symbol = Symbol("memlife.genuine");
+/** Device (static): a list of devices, each element read once and brand-checked. */
+export const deviceList: unique symbol = Symbol("memlife.deviceList");
 /** The native handle of a live object, else ReleasedError (every object class). */
 export const liveHandle: unique symbol = Symbol("memlife.liveHandle");
 /** Context: the cl_context for children, valid until the last child let go, even after release(). */

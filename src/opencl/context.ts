@@ -13,7 +13,7 @@ import { show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
 import { SVMAllocation, type SVMOptions } from "./svm.ts";
 import { Program } from "./program.ts";
-import { adoptChild, disownChild, liveHandle, nativeHandle, svmChecked, svmPassed } from "../internal.ts";
+import { adoptChild, deviceList, disownChild, liveHandle, nativeHandle, svmChecked, svmPassed } from "../internal.ts";
 
 const net = new SafetyNet<{ handle: Pointer; refs: number }>(({ handle, refs }) => {
   for (let i = 0; i < refs; i++) releaseContext(handle);
@@ -108,13 +108,7 @@ export class Context {
 
   /** @internal use `cl.createContext()`. */
   constructor(devices?: readonly Device[]) {
-    const list = devices ?? [defaultDevice()];
-    if (!Array.isArray(list) || list.length === 0) {
-      throw new TypeError(`createContext takes a non-empty array of cl.Device, got ${show(list)}`);
-    }
-    list.forEach((d, i) => {
-      if (!(d instanceof Device)) throw new TypeError(`devices[${i}] is not a cl.Device, got ${show(d)}`);
-    });
+    const list = Device[deviceList](devices ?? [defaultDevice()], "createContext's devices");
     const platform = list[0].platform;
     if (list.some((d) => d.platform !== platform)) {
       throw new TypeError("all devices of a context must come from one platform");
@@ -123,7 +117,7 @@ export class Context {
     const handle = opencl().symbols.clCreateContext(null, list.length, ids, null, 0, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateContext", errcode[0]);
     this.#handle = handle;
-    this.devices = Object.freeze([...list]);
+    this.devices = Object.freeze(list);
     net.add(this);
   }
 

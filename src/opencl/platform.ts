@@ -1,7 +1,8 @@
 /** Platforms and devices. OpenCL does not reference-count them (root devices), so they need no release. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { integer } from "../check.ts";
+import { integer, show } from "../check.ts";
+import { deviceList, genuine } from "../internal.ts";
 import { DeviceInfo, DeviceType, PlatformInfo, SVMCapability } from "./constants.ts";
 import { check, infoString, infoU32, infoU64, opencl } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
@@ -108,6 +109,29 @@ export class Device {
   /** CL_DEVICE_LOCAL_MEM_SIZE in bytes: the `__local` memory one work-group may have, `cl.local()` included. */
   readonly localMemSize: number;
   readonly svm: SVMCapabilities;
+
+  /** @internal Whether `value` is one itself, not a Proxy of one (see `genuine` in internal.ts). */
+  static [genuine](value: unknown): value is Device {
+    return typeof value === "object" && value !== null && #handle in value;
+  }
+
+  /**
+   * @internal `devices` read once, each element checked to be a genuine Device: a list read twice
+   * could give another object (with another handle) the second time, and a Proxy's trap could
+   * answer `unsafeHandle` with any pointer, which C would take for a device.
+   */
+  static [deviceList](devices: unknown, what: string): Device[] {
+    if (!Array.isArray(devices) || devices.length === 0) {
+      throw new TypeError(`${what} must be a non-empty array of cl.Device, got ${show(devices)}`);
+    }
+    const list: Device[] = new Array(devices.length);
+    for (let i = 0; i < list.length; i++) {
+      const d = devices[i];
+      if (!Device[genuine](d)) throw new TypeError(`devices[${i}] is not a cl.Device, got ${show(d)}`);
+      list[i] = d;
+    }
+    return list;
+  }
 
   /** @internal use `platform.getDevices()`. */
   constructor(handle: Pointer, platform: Platform) {

@@ -7,9 +7,9 @@ import { check, errcode, infoString, infoU64, opencl, pointerArray } from "./nat
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind, ContextChild } from "./child.ts";
-import type { Device } from "./platform.ts";
+import { Device } from "./platform.ts";
 import { Kernel } from "./kernel.ts";
-import { adoptChild, disownChild, liveHandle } from "../internal.ts";
+import { adoptChild, deviceList, disownChild, liveHandle } from "../internal.ts";
 
 const kind = childKind({
   name: "Program",
@@ -69,15 +69,12 @@ export class Program extends ContextChild {
     if (options.includes("\0")) throw new TypeError("build options must not contain NUL characters");
     let list: Device[] | undefined;
     if (devices !== undefined) {
-      if (!Array.isArray(devices) || devices.length === 0) {
-        throw new TypeError("build devices must be a non-empty array of cl.Device");
-      }
-      devices.forEach((d, i) => {
+      list = Device[deviceList](devices, "build devices");
+      list.forEach((d, i) => {
         if (!this.context.devices.includes(d)) {
           throw new TypeError(`devices[${i}] is not a device of this program's context`);
         }
       });
-      list = devices;
     }
     if (this.#building) {
       throw new OpenCLError(
