@@ -361,14 +361,14 @@ export class Kernel extends ContextChild {
       if (info !== null && info.address !== KernelArgAddress.LOCAL) {
         throw new TypeError(`${where()} is not a __local pointer: cl.local() does not fit it`);
       }
+      // Read once and checked again: a Proxy of a LocalMemory could answer anything, twice.
+      const size = integer(value.size, "size_t", "local memory size (bytes)", 1);
       // More than a device has fails an assertion in PoCL 3.1 at the enqueue (the process aborts).
       const limit = Math.min(...this.context.devices.map((d) => d.localMemSize));
-      if (value.size > limit) {
-        throw new RangeError(
-          `${where()}: cl.local(${value.size}) is more than the device's ${limit} bytes of local memory`,
-        );
+      if (size > limit) {
+        throw new RangeError(`${where()}: cl.local(${size}) is more than the device's ${limit} bytes of local memory`);
       }
-      const status = s.clSetKernelArg(this[liveHandle](), index, value.size, null);
+      const status = s.clSetKernelArg(this[liveHandle](), index, size, null);
       check("clSetKernelArg", status, where);
       this.#args[index] = undefined;
       return this;
