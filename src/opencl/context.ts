@@ -152,7 +152,7 @@ export class Context {
     const context = this[liveHandle]();
     // The usual call, a size alone, checked in place: bufferArguments costs 4–15 ns per buffer on
     // Deno and 10–20 on Node (bench/parts.ts), up to a tenth of the native create + release.
-    if (options !== undefined || !isByteCount(sizeOrData)) return this.#createBufferFrom(context, sizeOrData, options);
+    if (options !== undefined || !isByteCount(sizeOrData)) return this.#createBufferFrom(sizeOrData, options);
     const handle = symbols.clCreateBuffer(context, MemFlags.READ_WRITE, sizeOrData, null, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
     return new Buffer(this, handle, sizeOrData, MemFlags.READ_WRITE, null);
@@ -163,10 +163,11 @@ export class Context {
   // bytecode into one function (`--max-inlined-bytecode-size-cumulative`), and a function under
   // 28 bytes for free. Over it, create + release of a buffer costs 25-40 ns more on Deno
   // (bench/parts.ts, `--trace-turbo-inlining`).
-  #createBufferFrom(context: Pointer, sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
+  #createBufferFrom(sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
     const { flags, size, data } = bufferArguments(sizeOrData, options);
     // (bufferArguments read data.buffer: an on-heap typed array has stable memory for its pointer now.)
-    const handle = symbols.clCreateBuffer(context, flags, size, data, errcode) as Pointer | null;
+    // The handle after the options' getters, one of which may have released the context.
+    const handle = symbols.clCreateBuffer(this[liveHandle](), flags, size, data, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
     return new Buffer(this, handle, size, flags, data);
   }
