@@ -64,7 +64,7 @@ export class Program extends ContextChild {
    * quotes them.
    */
   async build(options = "", devices?: readonly Device[]): Promise<void> {
-    const handle = this[liveHandle]();
+    this[liveHandle]();
     if (typeof options !== "string") throw new TypeError(`build options must be a string, got ${typeof options}`);
     if (options.includes("\0")) throw new TypeError("build options must not contain NUL characters");
     let list: Device[] | undefined;
@@ -84,6 +84,8 @@ export class Program extends ContextChild {
       );
     }
     const ids = list === undefined ? null : pointerArray(list.map((d) => d.unsafeHandle));
+    // The handle after the devices' getters, one of which may have released the program.
+    const handle = this[liveHandle]();
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
     check("clRetainProgram", opencl().symbols.clRetainProgram(handle));
