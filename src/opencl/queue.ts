@@ -399,7 +399,6 @@ export class CommandQueue {
   #checkBuffer(buffer: Buffer): void {
     if (!Buffer[genuine](buffer)) throw new TypeError(`expected a cl.Buffer, got ${show(buffer)}`);
     if (buffer.context !== this.context) throw new TypeError("the buffer belongs to another context than this queue");
-    buffer[commandHandle](); // ReleasedError now rather than after the other arguments' checks
   }
 
   /**
