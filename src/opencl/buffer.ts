@@ -14,18 +14,7 @@ import {
   SafetyNet,
 } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
-import {
-  integer,
-  isDetached,
-  keys,
-  member,
-  memory,
-  names,
-  plainObject,
-  show,
-  unknownOption,
-  viewByteLength,
-} from "../check.ts";
+import { integer, isDetached, keys, member, memoryBytes, names, plainObject, show, unknownOption } from "../check.ts";
 import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
@@ -212,8 +201,8 @@ export function bufferArguments(
     size = integer(sizeOrData, "size_t", "buffer size", 1);
   } else if (ArrayBuffer.isView(sizeOrData)) {
     // "use": OpenCL keeps the pointer for the buffer's life, so the memory must not move or shrink.
-    data = memory(sizeOrData, "buffer data", mode === "use");
-    size = viewByteLength(data);
+    size = memoryBytes(sizeOrData, "buffer data", mode === "use");
+    data = sizeOrData;
     if (size === 0) throw new RangeError("buffer data must not be empty");
   } else {
     throw new TypeError(

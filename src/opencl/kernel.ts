@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { ReleasedError } from "../errors.ts";
-import { integer, memory, show, viewByteLength } from "../check.ts";
+import { integer, memoryBytes, show, viewByteLength } from "../check.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
@@ -384,8 +384,7 @@ export class Kernel extends ContextChild {
       bytes = value.bytes;
     } else if (ArrayBuffer.isView(value)) {
       // clSetKernelArg copies the bytes at once: a resizable ArrayBuffer is as good as any here.
-      memory(value, where(), false);
-      const length = viewByteLength(value);
+      const length = memoryBytes(value, where(), false);
       if (length === 0) throw new RangeError(`${where()}: the view is empty`);
       const expected = info !== null ? typeSize(info.typeName) : undefined;
       if (expected !== undefined && length !== expected) {

@@ -8,7 +8,7 @@ import {
   integer,
   keys,
   member,
-  memory,
+  memoryBytes,
   names,
   options as checkOptions,
   own,
@@ -429,8 +429,8 @@ export class CommandQueue {
   ): Event {
     this.#checkBuffer(buffer);
     const events = waitEvents(waitFor);
-    const host = memory(view, what, true);
-    const bytes = viewByteLength(host);
+    const bytes = memoryBytes(view, what, true);
+    const host = view;
     if (offset + bytes > buffer.size) {
       throw new RangeError(`${bytes} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
     }
@@ -659,8 +659,7 @@ export class CommandQueue {
       return x.size;
     }
     if (ArrayBuffer.isView(x)) {
-      memory(x, what, true);
-      const length = viewByteLength(x);
+      const length = memoryBytes(x, what, true);
       if (length === 0) throw new RangeError(`${what} is empty`);
       return length;
     }
@@ -1016,12 +1015,14 @@ function svmSidePointer(x: SVMAllocation | ArrayBufferView, offset: number, leng
  */
 function patternBytes(pattern: TypedValue | ArrayBufferView): { bytes: ArrayBufferView; length: number } {
   let bytes: ArrayBufferView;
-  if (pattern instanceof TypedValue) bytes = pattern.bytes;
-  else if (ArrayBuffer.isView(pattern)) {
-    memory(pattern, "pattern", true);
+  let length: number;
+  if (pattern instanceof TypedValue) {
+    bytes = pattern.bytes;
+    length = viewByteLength(bytes);
+  } else if (ArrayBuffer.isView(pattern)) {
+    length = memoryBytes(pattern, "pattern", true);
     bytes = pattern;
   } else throw new TypeError("a fill pattern is a typed value such as cl.float(0) or an ArrayBufferView");
-  const length = viewByteLength(bytes);
   if (length === 0 || length > 128 || (length & (length - 1)) !== 0) {
     throw new RangeError(`a fill pattern has 1, 2, 4, 8, 16, 32, 64 or 128 bytes, got ${length}`);
   }
