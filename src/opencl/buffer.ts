@@ -32,20 +32,28 @@ interface Destructor {
    * read must stay collectable, for the safety net to release it (which then settles `destroyed`).
    */
   buffer: Buffer | undefined;
-  /** Run in reverse order of registration, like OpenCL's own callback stack; made on first use. */
-  callbacks: DestructorCallback[] | undefined;
+  /**
+   * The one callback, or several in order of registration (run in reverse, like OpenCL's own
+   * callback stack); made on first use. Most buffers have one: no array is kept for it while the
+   * destructor is owed (bench/retained.ts).
+   */
+  callbacks: DestructorCallback | DestructorCallback[] | undefined;
   /** The host memory of a `hostPtr: "use"` buffer: pinned until the native side lets go. */
   hostMemory: ArrayBufferView | undefined;
-  /** The destructor arrived; `released` and waiting for a driver thread means `owe()` was called. */
-  delivered: boolean;
-  owed: boolean;
-  /** `noErrors` once the callbacks ran and what they threw was delivered. */
-  errors: readonly unknown[] | undefined;
+  /** DELIVERED, OWED and SETTLED bits, one field for three: an entry lives as long as its destructor is owed. */
+  state: number;
   /** `destroyed`, made when first read; `resolve`/`reject` settle it. */
   promise: Promise<void> | undefined;
   resolve: (() => void) | undefined;
   reject: ((error: unknown) => void) | undefined;
 }
+
+/** The native destructor arrived. */
+const DELIVERED = 1;
+/** Released for the last time, the destructor still to come: `owe()` was called for it. */
+const OWED = 2;
+/** The callbacks ran and what they threw was delivered: `destroyed` read from now on resolves. */
+const SETTLED = 4;
 
 const noErrors: readonly unknown[] = Object.freeze([]);
 const destructors = new IdTable<Destructor>();
@@ -54,11 +62,9 @@ const destructors = new IdTable<Destructor>();
 const destructorTrampoline = trampolines.bufferDestructor((_memobj, id) => {
   const entry = destructors.delete(id);
   if (entry === undefined) return;
-  entry.delivered = true;
-  if (entry.owed) {
-    entry.owed = false;
-    paid();
-  }
+  const state = entry.state;
+  entry.state = (state & ~OWED) | DELIVERED;
+  if ((state & OWED) !== 0) paid();
   // With no user callback there is no user code to keep out of the native call: settling here
   // only queues the promise's reactions, which run after the current synchronous code anyway.
   if (entry.callbacks === undefined) settle(entry, noErrors);
@@ -69,10 +75,11 @@ function runDestructors(entry: Destructor): void {
   let errors: unknown[] | undefined;
   let later: PromiseLike<unknown>[] | undefined;
   const callbacks = entry.callbacks!;
+  const list = typeof callbacks === "function" ? undefined : callbacks;
   const buffer = entry.buffer!; // set with the first callback
-  for (let i = callbacks.length - 1; i >= 0; i--) {
+  for (let i = list === undefined ? 0 : list.length - 1; i >= 0; i--) {
     try {
-      const promise = returnedPromise(callbacks[i](buffer));
+      const promise = returnedPromise((list === undefined ? callbacks as DestructorCallback : list[i])(buffer));
       if (promise !== undefined) (later ??= []).push(promise);
     } catch (error) {
       // Whatever was thrown, `undefined` included: the array's length counts, not the value.
@@ -96,7 +103,7 @@ function runDestructors(entry: Destructor): void {
  */
 function settle(entry: Destructor, errors: readonly unknown[]): void {
   entry.hostMemory = undefined;
-  entry.errors = noErrors;
+  entry.state |= SETTLED;
   const { resolve, reject } = entry;
   entry.resolve = entry.reject = undefined;
   if (errors.length === 0) resolve?.();
@@ -112,8 +119,8 @@ function failure(errors: readonly unknown[]): unknown {
 }
 
 function promiseFor(entry: Destructor): Promise<void> {
-  const errors = entry.errors;
-  if (errors !== undefined) return errors.length === 0 ? Promise.resolve() : Promise.reject(failure(errors));
+  // What the callbacks threw went to a `destroyed` read before, or to onCallbackError.
+  if ((entry.state & SETTLED) !== 0) return Promise.resolve();
   return new Promise<void>((resolve, reject) => {
     entry.resolve = resolve;
     entry.reject = reject;
@@ -125,8 +132,8 @@ function promiseFor(entry: Destructor): Promise<void> {
  * loop open until it arrives (a driver thread, or a command still using the memory object).
  */
 function owedLater(entry: Destructor): void {
-  if (entry.delivered) return;
-  entry.owed = true;
+  if ((entry.state & DELIVERED) !== 0) return;
+  entry.state |= OWED;
   owe();
 }
 
@@ -314,9 +321,7 @@ export class Buffer {
         buffer: undefined,
         callbacks: undefined,
         hostMemory: undefined,
-        delivered: false,
-        owed: false,
-        errors: undefined,
+        state: 0,
         promise: undefined,
         resolve: undefined,
         reject: undefined,
@@ -346,10 +351,12 @@ export class Buffer {
     this[liveHandle](); // ReleasedError: the memory object may already be gone
     const entry = this.#watch();
     entry.buffer = this; // the callbacks will be passed it: held until the destructor arrives
-    // `[]` + push would allocate room for 17: the entry lives until the destructor arrives, which
-    // a driver thread may deliver only after thousands of others (bench/js-cost.ts "destructor").
-    if (entry.callbacks === undefined) entry.callbacks = [callback];
-    else entry.callbacks.push(callback);
+    // The entry lives until the destructor arrives, which a driver thread may deliver only after
+    // thousands of others: one callback is kept as it is, an array only for more.
+    const callbacks = entry.callbacks;
+    if (callbacks === undefined) entry.callbacks = callback;
+    else if (typeof callbacks === "function") entry.callbacks = [callbacks, callback];
+    else callbacks.push(callback);
   }
 
   /**
