@@ -21,6 +21,7 @@ import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
 import { BackendError } from "./errors.ts";
 import { keepLoader } from "./keep-loaded.ts";
+import { pointable } from "./views.ts";
 import { type LedgerCalls, nativeLedger } from "./native-ledger.ts";
 import type {
   Backend,
@@ -515,10 +516,7 @@ function memoryLedger(def: CallbackDef, forward: (id: number, bytes: number, pos
 function pointerOf(view: ArrayBufferView): Pointer {
   // Bun's ptr() of a typed array that has no ArrayBuffer of its own yet points at storage the GC
   // may move; asking for the buffer gives it one.
-  if ((view.buffer as { detached?: boolean }).detached === true) {
-    throw new TypeError("pointerOf: the view's ArrayBuffer is detached");
-  }
-  if (view.byteLength === 0) throw new RangeError("pointerOf: an empty view has no memory to point to");
+  pointable(view, PREFIX);
   return ptr(view as DataView) as unknown as Pointer;
 }
 

@@ -38,6 +38,7 @@ import type {
 import { ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
 import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
+import { pointable } from "./views.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
 
 /** How every message of this backend starts. */
@@ -493,10 +494,7 @@ function plainCallback(def: CallbackDef, fn: (...args: never[]) => unknown): Cal
 
 function pointerOf(view: ArrayBufferView): Pointer {
   // Materialising the ArrayBuffer moves an on-heap typed array's bytes off the V8 heap for good.
-  if ((view.buffer as { detached?: boolean }).detached === true) {
-    throw new TypeError(`${PREFIX}pointerOf: the view's ArrayBuffer is detached`);
-  }
-  if (view.byteLength === 0) throw new RangeError(`${PREFIX}pointerOf: an empty view has no memory to point to`);
+  pointable(view, PREFIX);
   const pointer = Deno.UnsafePointer.of(view);
   if (pointer === null) throw new RangeError(`${PREFIX}pointerOf: the view has no memory to point to`);
   return pointer as unknown as Pointer;

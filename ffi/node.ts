@@ -21,6 +21,7 @@ import { AsyncQueue } from "./async-queue.ts";
 import { ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
 import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
+import { pointable } from "./views.ts";
 import { libcSymbols } from "./symbols/libc.ts";
 import type {
   Backend,
@@ -295,10 +296,7 @@ export const backend: Backend = {
   open,
   callback,
   pointerOf(view: ArrayBufferView): Pointer {
-    if ((view.buffer as { detached?: boolean }).detached === true) {
-      throw new TypeError(`${PREFIX}pointerOf: the view's ArrayBuffer is detached`);
-    }
-    if (view.byteLength === 0) throw new RangeError(`${PREFIX}pointerOf: an empty view has no memory to point to`);
+    pointable(view, PREFIX);
     // The address of the view's first byte (byteOffset included), as koffi passes it to `void *`.
     return koffi.address(view) as unknown as Pointer;
   },

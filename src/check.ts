@@ -6,6 +6,18 @@
  * wrong value) with a message that says what was expected, before any native call.
  */
 
+import {
+  builtin,
+  dataViewBuffer,
+  dataViewLength,
+  detached,
+  typedArrayBuffer,
+  typedArrayLength,
+  typedArrayPrototype,
+  viewBuffer,
+} from "../ffi/views.ts";
+export { isDetached, viewBuffer, viewByteLength } from "../ffi/views.ts";
+
 /** The range of each C integer type memlife passes. 64-bit types stop at 2^53 - 1: numbers are exact up to there. */
 export const CInt = Object.freeze({
   cl_int: { min: -(2 ** 31), max: 2 ** 31 - 1 },
@@ -141,22 +153,6 @@ export function own<K extends string>(bag: Partial<Record<K, unknown>> | undefin
   return bag !== undefined && Object.hasOwn(bag, key) ? bag[key] : undefined;
 }
 
-/**
- * The built-in accessors of views and buffers, called directly: a subclass, or the view itself
- * (`Object.defineProperty`), can override `byteLength` and `buffer`, and native code must be told
- * the memory that is really there (a `byteLength` that lied had C read and write past the end).
- */
-type Getter = (this: unknown) => unknown;
-function builtin(proto: object, name: PropertyKey): Getter | undefined {
-  return Object.getOwnPropertyDescriptor(proto, name)?.get as Getter | undefined;
-}
-const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype) as object;
-const typedArrayBuffer = builtin(typedArrayPrototype, "buffer")!;
-const typedArrayLength = builtin(typedArrayPrototype, "byteLength")!;
-const dataViewBuffer = builtin(DataView.prototype, "buffer")!;
-const dataViewLength = builtin(DataView.prototype, "byteLength")!;
-const arrayBufferDetached = builtin(ArrayBuffer.prototype, "detached");
-const arrayBufferLength = builtin(ArrayBuffer.prototype, "byteLength")!;
 const arrayBufferResizable = builtin(ArrayBuffer.prototype, "resizable");
 const sharedGrowable = builtin(SharedArrayBuffer.prototype, "growable");
 
@@ -186,40 +182,6 @@ export function ownView<T extends Float32Array | Uint32Array>(
   } catch {
     // Only a detached ArrayBuffer makes the view fail: the offset and length are the array's own.
     throw new TypeError(`${what}'s ArrayBuffer is detached (transferred away): native code cannot use it`);
-  }
-}
-
-// DataView or typed array is told apart by `instanceof`, which a program can fool: then the
-// other kind's accessor throws a TypeError, no more. (A try/catch around the typed array's one
-// made createBuffer's path slower on Deno in 2 of 4 bench runs: 800 ns a hostPtr buffer, not 650.)
-
-/** The view's ArrayBuffer, as the engine knows it. */
-export function viewBuffer(view: ArrayBufferView): ArrayBufferLike {
-  return (view instanceof DataView ? dataViewBuffer : typedArrayBuffer).call(view) as ArrayBufferLike;
-}
-
-/** The view's length in bytes, as the engine knows it (not a getter of the program's). */
-export function viewByteLength(view: ArrayBufferView): number {
-  return (view instanceof DataView ? dataViewLength : typedArrayLength).call(view) as number;
-}
-
-/**
- * Whether the view's ArrayBuffer was detached (transferred, or moved by structuredClone/postMessage
- * with a transfer list). Where `ArrayBuffer.prototype.detached` is missing, an ArrayBuffer of
- * length 0 under a view that says otherwise is the sign.
- */
-export function isDetached(view: ArrayBufferView): boolean {
-  return detached(view, viewBuffer(view));
-}
-
-function detached(view: ArrayBufferView, buffer: ArrayBufferLike): boolean {
-  if (buffer instanceof SharedArrayBuffer) return false;
-  if (arrayBufferDetached !== undefined) return arrayBufferDetached.call(buffer) === true;
-  if (arrayBufferLength.call(buffer) !== 0) return false;
-  try {
-    return viewByteLength(view) === 0; // a detached typed array reads 0
-  } catch {
-    return true; // a detached DataView throws
   }
 }
 

@@ -351,6 +351,14 @@ describe("arguments whose accessors run code", () => {
     60_000,
   );
 
+  test(
+    "SVM memory as an ArrayBuffer: held alone it keeps its allocation; a command or a hostPtr 'use' buffer over it is a use release() waits for (child process)",
+    async () => {
+      await expectOk("robust-svm-views.ts");
+    },
+    60_000,
+  );
+
   test("readBuffer without a target reads its offset once: the size it allocates and the read agree", async () => {
     const ctx = cl.createContext();
     const queue = ctx.createCommandQueue();

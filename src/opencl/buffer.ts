@@ -19,6 +19,7 @@ import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
 import { adoptChild, commandHandle, disownChild, genuine, liveHandle } from "../internal.ts";
+import { holdAllocationBehind, letGoAllocationBehind } from "./svm-memory.ts";
 
 /** May be `async`: `destroyed` waits for the promise it returns, and a rejection counts as a throw. */
 export type DestructorCallback = (buffer: Buffer) => unknown;
@@ -89,7 +90,7 @@ function runDestructors(entry: Destructor): void {
   if (later === undefined) return settle(entry, errors ?? noErrors);
   // `async` callbacks: `destroyed` waits for them and a rejection counts as a throw. The host
   // memory is the program's again already: the native side let go of it.
-  entry.hostMemory = undefined;
+  letGo(entry);
   void Promise.allSettled(later).then((results) => {
     for (const r of results) if (r.status === "rejected") (errors ??= []).push(r.reason);
     settle(entry, errors ?? noErrors);
@@ -102,7 +103,7 @@ function runDestructors(entry: Destructor): void {
  * `destroyed` resolves.
  */
 function settle(entry: Destructor, errors: readonly unknown[]): void {
-  entry.hostMemory = undefined;
+  letGo(entry);
   entry.state |= SETTLED;
   const { resolve, reject } = entry;
   entry.resolve = entry.reject = undefined;
@@ -112,6 +113,14 @@ function settle(entry: Destructor, errors: readonly unknown[]): void {
     // Delivered: `destroyed` read again from now on resolves (README, exceptions reach the program once).
     entry.promise = undefined;
   } else for (const error of errors) reportCallbackError(error, "destructor");
+}
+
+/** The native side let go of a `hostPtr: "use"` buffer's host memory. */
+function letGo(entry: Destructor): void {
+  const host = entry.hostMemory;
+  if (host === undefined) return;
+  entry.hostMemory = undefined;
+  letGoAllocationBehind(host);
 }
 
 function failure(errors: readonly unknown[]): unknown {
@@ -279,6 +288,7 @@ export class Buffer {
       const entry = this.#watch();
       entry.hostMemory = hostMemory;
       entry.buffer = this;
+      holdAllocationBehind(hostMemory);
     } else net.add(this);
   }
 

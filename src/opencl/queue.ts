@@ -31,6 +31,7 @@ import {
   svmFreeTrampoline,
   watchFailure,
 } from "./svm.ts";
+import { svmArrayBuffer, withAllocationsBehind } from "./svm-memory.ts";
 import { Kernel, ndrangeSizes, TypedValue } from "./kernel.ts";
 import { backend } from "../backend.ts";
 import { MapFlags } from "./constants.ts";
@@ -263,7 +264,7 @@ export class SVMMapping {
   /** The mapped bytes. Throws ReleasedError after `unmap()`; views made before then are detached. */
   get arrayBuffer(): ArrayBuffer {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (unmapped)");
-    return this.#buffer ??= backend.arrayBuffer(this.#pointer, this.size);
+    return this.#buffer ??= svmArrayBuffer(backend.arrayBuffer(this.#pointer, this.size), this.allocation);
   }
 
   /** Enqueues clEnqueueSVMUnmap and detaches `arrayBuffer` at once. */
@@ -637,14 +638,14 @@ export class CommandQueue {
     if (dstOffset + size > dLength) {
       throw new RangeError(`${size} bytes at dstOffset ${dstOffset} do not fit in dst (${dLength} bytes)`);
     }
-    const handle = this[liveHandle]();
     const d = svmSidePointer(dst, dstOffset, dLength);
     const s = svmSidePointer(src, srcOffset, sLength);
+    const handle = this[liveHandle]();
     const { count, list } = waitHandles(events);
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d, s, size, count, list, eventOut) as number);
     const event = this[newCommand]();
-    const dstSVM = dst instanceof SVMAllocation, srcSVM = src instanceof SVMAllocation;
+    const dstSVM = SVMAllocation[genuine](dst), srcSVM = SVMAllocation[genuine](src);
     const svm = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
     const host = dstSVM ? (srcSVM ? undefined : src) : srcSVM ? dst : [dst, src];
     this[pinCommand](event, svm, host);
@@ -838,6 +839,8 @@ export class CommandQueue {
    */
   [pinCommand](event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
     const seq = this.#seq;
+    // A view of SVM memory (an allocation's or a mapping's arrayBuffer) uses its allocation too.
+    if (host !== undefined) svm = withAllocationsBehind(svm, host as ArrayBufferView | ArrayBufferView[]);
     if (svm !== undefined) { for (let i = 0; i < svm.length; i++) svm[i][useSVM](); }
     if (this.#pins.push({ seq, svm, host }) === 1) busy.add(this);
     const s = opencl().symbols;
@@ -1005,7 +1008,7 @@ export class CommandQueue {
 
 /** The address `offset` bytes into one side of an SVM memcpy that `#svmSide` checked (`length` bytes). */
 function svmSidePointer(x: SVMAllocation | ArrayBufferView, offset: number, length: number): Pointer {
-  const base = x instanceof SVMAllocation ? x[svmPointer]() : backend.pointerOf(x);
+  const base = SVMAllocation[genuine](x) ? x[svmPointer]() : backend.pointerOf(x);
   return offsetPointer(base, Math.min(offset, length));
 }
 

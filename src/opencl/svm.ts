@@ -18,6 +18,7 @@ import { EventInfo, MemFlags } from "./constants.ts";
 import { infoU32, opencl, optionalSymbol } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import { type Access, accessFlags } from "./buffer.ts";
+import { svmArrayBuffer } from "./svm-memory.ts";
 import { boolean, integer, keys, member, options as checkOptions, own } from "../check.ts";
 import type { Context } from "./context.ts";
 import type { CommandQueue } from "./queue.ts";
@@ -192,7 +193,9 @@ export class SVMAllocation {
 
   /**
    * The memory as an ArrayBuffer, no copy (fine-grain allocations only: coarse-grain SVM must be
-   * mapped first). Do not touch it after the allocation is freed.
+   * mapped first). Do not touch it after the allocation is freed. While the program holds it, the
+   * safety net leaves the allocation alone; a command or a `hostPtr: "use"` buffer given a view of
+   * it counts as a use of the allocation, which `release()` waits for.
    */
   get arrayBuffer(): ArrayBuffer {
     const pointer = this[svmPointer]();
@@ -201,7 +204,7 @@ export class SVMAllocation {
         "only fine-grain SVM (svmAlloc(size, { fineGrain: true })) can be viewed from the host without mapping",
       );
     }
-    return backend.arrayBuffer(pointer, this.size);
+    return svmArrayBuffer(backend.arrayBuffer(pointer, this.size), this);
   }
 
   /**
