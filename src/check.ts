@@ -181,7 +181,9 @@ export function ownView<T extends Float32Array | Uint32Array>(
     );
   } catch {
     // Only a detached ArrayBuffer makes the view fail: the offset and length are the array's own.
-    throw new TypeError(`${what}'s ArrayBuffer is detached (transferred away): native code cannot use it`);
+    throw new TypeError(
+      `${what}'s ArrayBuffer is detached (transferred away, or a WebAssembly.Memory that grew): native code cannot use it`,
+    );
   }
 }
 
@@ -229,7 +231,9 @@ function notMemory(value: unknown, what: string): TypeError {
   return new TypeError(`${what} must be an ArrayBufferView (a typed array or DataView), got ${show(value)}`);
 }
 function detachedMemory(what: string): TypeError {
-  return new TypeError(`${what}'s ArrayBuffer is detached (transferred away): native code cannot use it`);
+  return new TypeError(
+    `${what}'s ArrayBuffer is detached (transferred away, or a WebAssembly.Memory that grew): native code cannot use it`,
+  );
 }
 function movableMemory(what: string): TypeError {
   return new TypeError(

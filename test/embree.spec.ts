@@ -896,7 +896,7 @@ describe("hostile input reaches no native call (each scenario in its own process
   );
 
   test(
-    "rays Embree asserts on (tnear < 0, beyond ±1.844e18 as a float, time outside [0, 1]) are a RangeError",
+    "rays Embree asserts on (tnear < 0, beyond ±1.844e18 as a float, time outside [0, 1]) are a RangeError; subnormal coordinates are 0",
     async () => {
       const report = await hostile("ray-range");
       for (
@@ -910,7 +910,17 @@ describe("hostile input reaches no native call (each scenario in its own process
           "timeNegative",
         ]
       ) assert.equal(report[name], "RangeError", name);
-      assert.deepEqual(report.valid, [null, null, 6, null, 6]);
+      assert.deepEqual(report.valid, [null, null, 6, null, 6, null, 6]);
+    },
+    70_000,
+  );
+
+  test(
+    "indices in a SharedArrayBuffer another thread rewrites: every addTriangleMesh hits or throws RangeError, none adds a wild index (up to 2000 tries)",
+    async () => {
+      const report = await hostile("shared-indices");
+      assert.equal(report.missed, 0, JSON.stringify(report));
+      assert.equal((report.added as number) + (report.refused as number), report.tries);
     },
     70_000,
   );

@@ -3,7 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
-import { integer, ownView, show } from "../check.ts";
+import { integer, ownView, show, viewBuffer } from "../check.ts";
 import {
   BUFFER_TYPE_INDEX,
   BUFFER_TYPE_VERTEX,
@@ -89,14 +89,23 @@ function vector(value: unknown, what: string): ArrayLike<unknown> {
   return value as ArrayLike<unknown>;
 }
 
-/** Element `i` of an origin or direction, read once (a getter may say something else the second time). */
+/** The smallest normal float: below it, a float is subnormal. */
+const FLOAT_MIN_NORMAL = 2 ** -126;
+
+/**
+ * Element `i` of an origin or direction, read once (a getter may say something else the second
+ * time). A coordinate that is subnormal as a float is 0, as Embree's documentation asks of the
+ * threads that trace (denormals are zero): a direction of [0, 0, 1e-39] made Embree report a hit
+ * at distance NaN, where [0, 0, 0] misses.
+ */
 function coordinate(vector: ArrayLike<unknown>, i: number, what: string): number {
   const x = vector[i];
   if (typeof x !== "number") throw new TypeError(`ray.${what}[${i}] must be a number, got ${show(x)}`);
-  if (!(Math.abs(Math.fround(x)) <= RAY_LIMIT)) {
+  const magnitude = Math.abs(Math.fround(x));
+  if (!(magnitude <= RAY_LIMIT)) {
     throw new RangeError(`ray.${what}[${i}] must be a number within ±1.844e18 (Embree's limit), got ${show(x)}`);
   }
-  return x;
+  return magnitude < FLOAT_MIN_NORMAL ? 0 : x;
 }
 
 /** An optional float of the ray, within [min, max]; NaN never is. */
@@ -218,6 +227,10 @@ export class Scene {
     // after the check, or detach the arrays. Then the checks and the copy use memlife's own copies.
     if (state.monitor !== null) {
       v = new Float32Array(v);
+      ix = new Uint32Array(ix);
+    } else if (viewBuffer(ix) instanceof SharedArrayBuffer) {
+      // Another thread may rewrite shared indices between the check and the copy: an index checked
+      // valid reached Embree wild (it dropped the triangle) in about 1 of 400 tries.
       ix = new Uint32Array(ix);
     }
     const vertexCount = v.length / 3;

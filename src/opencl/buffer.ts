@@ -316,7 +316,7 @@ export class Buffer {
     const host = this.#destructor?.hostMemory;
     if (host !== undefined && isDetached(host)) {
       throw new TypeError(
-        'this hostPtr "use" buffer\'s host memory was transferred away (its ArrayBuffer is detached): no command may use the buffer any more; release it',
+        'this hostPtr "use" buffer\'s host memory was transferred away (its ArrayBuffer is detached: transferred, or a WebAssembly.Memory that grew): no command may use the buffer any more; release it',
       );
     }
     return handle;
