@@ -50,7 +50,26 @@ function drain(): void {
   scheduled = false;
   const tasks = queue;
   queue = [];
-  for (let i = 0; i < tasks.length; i += 2) (tasks[i] as Task<unknown>)(tasks[i + 1]);
+  let i = 0;
+  try {
+    for (; i < tasks.length; i += 2) (tasks[i] as Task<unknown>)(tasks[i + 1]);
+  } finally {
+    // A task that threw (memlife's tasks catch the program's exceptions; this is the stack running
+    // out) surfaces as an uncaught exception: the tasks after it still run, on a microtask of their own.
+    if (i + 2 < tasks.length) {
+      queue = tasks.slice(i + 2).concat(queue);
+      schedule();
+    }
+  }
+}
+
+function schedule(): void {
+  // Marked scheduled only once queueMicrotask returned: at the edge of the stack it throws
+  // RangeError, and a mark left behind would keep every later callback from ever running.
+  if (!scheduled) {
+    queueMicrotask(drain);
+    scheduled = true;
+  }
 }
 
 /**
@@ -60,10 +79,7 @@ function drain(): void {
  */
 export function defer<T>(task: Task<T>, arg: T): void {
   queue.push(task, arg);
-  if (!scheduled) {
-    scheduled = true;
-    queueMicrotask(drain);
-  }
+  schedule();
 }
 
 // --- exceptions thrown by user callbacks ---------------------------------------------------------
@@ -156,13 +172,19 @@ export class CallbackOutcome {
 
   constructor(source: CallbackSource) {
     this.#source = source;
-    this.done = new Promise<void>((resolve) => (this.#markDone = resolve));
+    // withResolvers, not an executor: at the edge of the stack an executor may not run, and the
+    // promise then rejects while the resolve function it was to hand out stays undefined.
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.done = promise;
+    this.#markDone = resolve;
   }
 
   /** A promise for the program: rejects with the callbacks' exception unless delivered already. */
   hold(): Promise<void> {
     if (this.#settled) return Promise.resolve();
-    return new Promise<void>((resolve, reject) => (this.#holders ??= []).push({ resolve, reject }));
+    const holder = Promise.withResolvers<void>();
+    (this.#holders ??= []).push(holder);
+    return holder.promise;
   }
 
   /** `failed` says whether anything was thrown: `error` may be any value, `undefined` included. */
@@ -185,7 +207,13 @@ export class CallbackOutcome {
 // --- keeping the event loop alive while a native callback is owed --------------------------------
 
 let owed = 0;
-let keepAlive: ReturnType<typeof setInterval> | undefined;
+/**
+ * Made at load, not on first use: at the edge of the stack, setInterval can throw after it made
+ * its timer, which then held the event loop for ever with nothing left to unref it (a program
+ * that recursed until its stack overflowed never ended).
+ */
+const keepAlive: ReturnType<typeof setInterval> = setInterval(noop, 1 << 30);
+backend.unrefTimer(keepAlive);
 
 /**
  * A native callback is expected (a buffer released whose destructor has not run yet): hold the
@@ -196,13 +224,16 @@ let keepAlive: ReturnType<typeof setInterval> | undefined;
  * unref cost 12-37 ns (bench/js-cost.ts, "delivered later").
  */
 export function owe(): void {
-  if (owed++ !== 0) return;
-  if (keepAlive === undefined) keepAlive = setInterval(noop, 1 << 30);
-  else backend.refTimer(keepAlive);
+  // Counted once the timer holds the loop: at the edge of the stack the timer call may throw, and
+  // a count without it would hold nothing, or a count left over would hold the loop for ever.
+  if (owed === 0) backend.refTimer(keepAlive);
+  owed++;
 }
 
 export function paid(): void {
-  if (--owed === 0) backend.unrefTimer(keepAlive);
+  // Uncounted once the timer let go, for the same reason as in owe().
+  if (owed === 1) backend.unrefTimer(keepAlive);
+  owed--;
 }
 
 /** @internal Native callbacks owed now (what `owe()` counted and `paid()` did not): for diagnostics. */
@@ -267,11 +298,12 @@ export class SafetyNet<H> {
     if (held !== undefined) (this.#held ??= new Array<H | undefined>(NURSERY_SIZE).fill(undefined))[i] = held;
     if (i + 1 === NURSERY_SIZE) this.#promote();
     else if (!this.#scheduled) {
-      this.#scheduled = true;
+      // Marked once setTimeout returned (see `schedule`).
       setTimeout(() => {
         this.#scheduled = false;
         this.#promote();
       }, 0);
+      this.#scheduled = true;
     }
   }
   /**

@@ -197,3 +197,16 @@ describe("buffers the destructor machinery holds", () => {
     }
   });
 });
+
+describe("memlife called at the edge of the stack (code that recursed until it overflowed)", () => {
+  for (const mode of ["destructor", "onfree"]) {
+    test(`${mode}: later callbacks still run and the program ends (child process)`, async () => {
+      const r = await runScript(new URL("./fixtures/stack-limit.ts", import.meta.url), [mode], { timeout: 60_000 });
+      const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+      assert.equal(r.timedOut, false, `hung:\n${out}`);
+      assert.equal(r.signal, null, out);
+      assert.equal(r.code, 0, out);
+      assert.match(r.stdout.trim().split("\n").at(-1) ?? "", /^ok/, out);
+    }, 70_000);
+  }
+});

@@ -130,10 +130,11 @@ function failure(errors: readonly unknown[]): unknown {
 function promiseFor(entry: Destructor): Promise<void> {
   // What the callbacks threw went to a `destroyed` read before, or to onCallbackError.
   if ((entry.state & SETTLED) !== 0) return Promise.resolve();
-  return new Promise<void>((resolve, reject) => {
-    entry.resolve = resolve;
-    entry.reject = reject;
-  });
+  // withResolvers: an executor may not run at the edge of the stack (see CallbackOutcome).
+  const { promise, resolve, reject } = Promise.withResolvers<void>();
+  entry.resolve = resolve;
+  entry.reject = reject;
+  return promise;
 }
 
 /**

@@ -555,7 +555,14 @@ export class CommandQueue {
     }
     const pointers = given.map((a) => a[svmPointer]());
     const { id, outcome, called } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
-    const status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
+    let status: number;
+    try {
+      status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
+    } catch (error) {
+      // Not called (at the edge of the stack the call itself throws RangeError): nothing is owed.
+      abandonFree(id);
+      throw error;
+    }
     if (status !== OpenCLStatus.CL_SUCCESS) abandonFree(id);
     check("clEnqueueSVMFree", status);
     for (const a of given) a[surrender]();
@@ -889,8 +896,9 @@ export class CommandQueue {
 
   #scheduleCheck(): void {
     if (this.#checkScheduled) return;
-    this.#checkScheduled = true;
+    // Marked once setTimeout returned: at the edge of the stack it may throw (see callbacks.ts `schedule`).
     setTimeout(this.#check, ARM_AFTER_MS);
+    this.#checkScheduled = true;
   }
 
   /** Arms a completion callback on the newest pinned command, unless a wait in progress covers it. */

@@ -346,10 +346,16 @@ export function registerFree(
   onFree: SVMFreeCallback | undefined,
 ): { id: number; outcome: CallbackOutcome; called: Promise<void> } {
   const outcome = new CallbackOutcome("svmFree");
-  let calledBack!: () => void;
-  const called = new Promise<void>((resolve) => (calledBack = resolve));
+  const { promise: called, resolve: calledBack } = Promise.withResolvers<void>();
   const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, outcome, calledBack });
-  if (onFree !== undefined) owe();
+  if (onFree !== undefined) {
+    try {
+      owe();
+    } catch (error) {
+      pendingFrees.delete(id); // the edge of the stack: nothing registered, nothing owed
+      throw error;
+    }
+  }
   return { id, outcome, called };
 }
 
@@ -411,6 +417,7 @@ function pollFailures(): void {
 }
 
 export function abandonFree(id: number): void {
-  const entry = pendingFrees.delete(id);
-  if (entry?.onFree !== undefined) paid();
+  // paid() first: should it throw (the edge of the stack), the entry is still there to abandon.
+  if (pendingFrees.get(id)?.onFree !== undefined) paid();
+  pendingFrees.delete(id);
 }
