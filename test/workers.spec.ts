@@ -4,7 +4,7 @@
 // came in 1 run of 8 (Deno, SVM free) to every run (Bun, a commit in flight). What memlife cannot make safe in a
 // Worker on a runtime it refuses with a WorkerError (src/worker.ts): those features are listed.
 import { describe, test } from "vitest";
-import { assert, runScript, runtime } from "./helpers.ts";
+import { assert, runScript, runtime, skip } from "./helpers.ts";
 
 const host = new URL("./fixtures/worker-host.ts", import.meta.url);
 
@@ -57,6 +57,26 @@ describe("memlife in a Worker", () => {
     assert.deepEqual(w.order, [2, 1, 0], "destructor callbacks in reverse order");
     assert.equal(w.hit, true);
   }, 70_000);
+
+  test(
+    "MEMLIFE_ALLOW_WORKERS=1: a Worker that ends on its own with commands still running, 3 runs (child process)",
+    async () => {
+      if (runtime === "deno") {
+        skip(
+          "Deno Workers do not end on their own: self.close() ends one at once, as terminate() does",
+        );
+      }
+      const result = await runScript(new URL("./fixtures/worker-unwaited.ts", import.meta.url), [], {
+        timeout: 60_000,
+      });
+      const out = `${result.stdout}${result.stderr}`.trim().slice(-2000);
+      assert.equal(result.timedOut, false, `hung:\n${out}`);
+      assert.equal(result.signal, null, `killed by ${result.signal}:\n${out}`);
+      assert.equal(result.code, 0, out);
+      assert.match(result.stdout.trim().split("\n").at(-1) ?? "", /^ok/, out);
+    },
+    70_000,
+  );
 
   test("two Workers at once while the main thread uses memlife", async () => {
     for (let round = 0; round < 2; round++) {

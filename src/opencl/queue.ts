@@ -1,6 +1,15 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import { type CallbackOutcome, defer, finalizerState, IdTable, inRegistry, SafetyNet } from "../callbacks.ts";
+import {
+  type CallbackOutcome,
+  defer,
+  finalizerState,
+  IdTable,
+  inRegistry,
+  owe,
+  paid,
+  SafetyNet,
+} from "../callbacks.ts";
 import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import {
@@ -33,7 +42,7 @@ import {
 } from "./svm.ts";
 import { svmArrayBuffer, withAllocationsBehind } from "./svm-memory.ts";
 import { Kernel, ndrangeSizes, TypedValue } from "./kernel.ts";
-import { backend } from "../backend.ts";
+import { backend, inWorker } from "../backend.ts";
 import { MapFlags } from "./constants.ts";
 import type { Context } from "./context.ts";
 import type { Device } from "./platform.ts";
@@ -195,8 +204,10 @@ const busy = new Set<CommandQueue>();
 const armed = new IdTable<{ queue: CommandQueue; seq: number; handle: Pointer }>();
 const completedTrampoline = trampolines.queueCompletion((_event, _status, id) => {
   const entry = armed.delete(id);
+  if (entry === undefined) return;
+  if (inWorker) paid();
   // Released and pruned on the JS thread, never inside a driver's call.
-  if (entry !== undefined) defer(settleArmed, entry);
+  defer(settleArmed, entry);
 });
 
 function settleArmed(entry: { queue: CommandQueue; seq: number; handle: Pointer }): void {
@@ -913,6 +924,11 @@ export class CommandQueue {
     const handle = this.#newest;
     this.#newest = null; // the armed entry owns this reference now
     const id = armed.add({ queue: this, seq: newest, handle });
+    // In a Worker the callback holds the event loop until it came: a Worker that ended before
+    // had the driver thread call into its gone isolate (SIGABRT on Node). The main thread needs
+    // no hold: its end is memlife's _exit (README, Exit), and a command that never completes
+    // (gated on a user event never set) must not keep the program alive.
+    if (inWorker) owe();
     const status = opencl().symbols.clSetEventCallback(
       handle,
       ExecutionStatus.COMPLETE,
@@ -921,6 +937,7 @@ export class CommandQueue {
     ) as number;
     if (status !== OpenCLStatus.CL_SUCCESS) {
       armed.delete(id);
+      if (inWorker) paid();
       opencl().symbols.clReleaseEvent(handle);
     }
     check("clSetEventCallback", status);

@@ -1,7 +1,7 @@
 /** Shared virtual memory: clSVMAlloc, clSVMFree, and clEnqueueSVMFree with its free callback. */
 import type { Pointer } from "../../ffi/types.ts";
 import { trampolines } from "../trampolines.ts";
-import { backend } from "../backend.ts";
+import { backend, inWorker } from "../backend.ts";
 import {
   CallbackOutcome,
   defer,
@@ -276,8 +276,12 @@ interface PendingFree {
   readonly allocations: SVMAllocation[];
   /** Kept here: in Bun the native svm_pointers array is gone by the time the callback runs. */
   readonly pointers: Pointer[];
-  /** Absent for a free enqueued without onFree: nothing is owed, the program may end before it. */
   readonly onFree: SVMFreeCallback | undefined;
+  /**
+   * The callback holds the event loop until it came: with onFree, and in a Worker, whose end before
+   * it had the driver thread call into a gone isolate. Else nothing is owed: the program may end first.
+   */
+  readonly owed: boolean;
   readonly outcome: CallbackOutcome;
   /** Resolves `called`: onFree was called and returned (or threw), or will never be called. */
   readonly calledBack: () => void;
@@ -288,7 +292,7 @@ const pendingFrees = new IdTable<PendingFree>();
 export const svmFreeTrampoline = trampolines.svmFree((_queue, _count, _pointers, id) => {
   const entry = pendingFrees.delete(id);
   if (entry === undefined) return;
-  if (entry.onFree !== undefined) paid();
+  if (entry.owed) paid();
   defer(runFree, entry);
 });
 
@@ -335,8 +339,8 @@ function runFree(entry: PendingFree): void {
 /**
  * Registers a free that calls back; returns its user_data id, the outcome it settles, and
  * `called`, which resolves once onFree was called and returned (an `async` one's promise may still
- * be pending: that is what `outcome` waits for). With onFree the callback is owed (it holds the
- * event loop); without, memlife's callback only frees.
+ * be pending: that is what `outcome` waits for). With onFree (or in a Worker) the callback is owed (it
+ * holds the event loop); without, memlife's callback only frees.
  */
 export function registerFree(
   queue: CommandQueue,
@@ -347,8 +351,9 @@ export function registerFree(
 ): { id: number; outcome: CallbackOutcome; called: Promise<void> } {
   const outcome = new CallbackOutcome("svmFree");
   const { promise: called, resolve: calledBack } = Promise.withResolvers<void>();
-  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, outcome, calledBack });
-  if (onFree !== undefined) {
+  const owed = onFree !== undefined || inWorker;
+  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, owed, outcome, calledBack });
+  if (owed) {
     try {
       owe();
     } catch (error) {
@@ -379,10 +384,10 @@ export function watchFailure(id: number, eventSlot: BigUint64Array): void {
   if (entry === undefined || event === null) return;
   if (opencl().symbols.clRetainEvent(event) !== OpenCLStatus.CL_SUCCESS) return;
   watched.push({ id, entry, event });
-  if (poll === undefined || (!pollHoldsLoop && entry.onFree !== undefined)) {
+  if (poll === undefined || (!pollHoldsLoop && entry.owed)) {
     clearInterval(poll);
     poll = setInterval(pollFailures, POLL_MS);
-    pollHoldsLoop = entry.onFree !== undefined;
+    pollHoldsLoop = entry.owed;
     if (!pollHoldsLoop) backend.unrefTimer(poll);
   }
 }
@@ -395,7 +400,7 @@ function pollFailures(): void {
     let done = pendingFrees.get(id) !== entry;
     if (!done && (infoU32("clGetEventInfo", lib.clGetEventInfo, event, EventInfo.COMMAND_EXECUTION_STATUS) | 0) < 0) {
       pendingFrees.delete(id);
-      if (entry.onFree !== undefined) paid();
+      if (entry.owed) paid();
       const free = opencl_clSVMFree();
       for (const pointer of entry.pointers) free(entry.context, pointer);
       entry.calledBack();
@@ -410,7 +415,7 @@ function pollFailures(): void {
   if (watched.length === 0) {
     clearInterval(poll);
     poll = undefined;
-  } else if (pollHoldsLoop && watched.every((w) => w.entry.onFree === undefined)) {
+  } else if (pollHoldsLoop && watched.every((w) => !w.entry.owed)) {
     backend.unrefTimer(poll!);
     pollHoldsLoop = false;
   }
@@ -418,6 +423,6 @@ function pollFailures(): void {
 
 export function abandonFree(id: number): void {
   // paid() first: should it throw (the edge of the stack), the entry is still there to abandon.
-  if (pendingFrees.get(id)?.onFree !== undefined) paid();
+  if (pendingFrees.get(id)?.owed === true) paid();
   pendingFrees.delete(id);
 }
