@@ -135,7 +135,7 @@ const prototypes: Record<string, readonly string[]> = {
     "unsafeHandle",
   ],
   "cl.SVMAllocation": ["address", "alive", "arrayBuffer", "commandsInFlight", "release"],
-  "cl.SVMMapping": ["arrayBuffer", "mapped", "unmap"],
+  "cl.SVMMapping": ["alive", "arrayBuffer", "mapped", "unmap"],
   "cl.TypedValue": [],
   "cl.UserEvent": ["alive", "commandType", "release", "retain", "setStatus", "status", "unsafeHandle", "wait"],
   "rtc.Device": [

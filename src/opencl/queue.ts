@@ -229,6 +229,38 @@ let clEnqueueSVMUnmap: ((...args: unknown[]) => unknown) | undefined;
  */
 const mappedCount = new WeakMap<SVMAllocation, number>();
 
+/** What the safety net needs to unmap a mapping the program dropped: never the mapping itself. */
+interface MappingHeld {
+  queue: CommandQueue;
+  allocation: SVMAllocation;
+  pointer: Pointer;
+}
+
+/**
+ * Safety net: a mapping dropped without `unmap()` is unmapped, so that its allocation can be freed.
+ * Before, the map's use of the allocation never ended: `release()` of the allocation waited for
+ * ever and the memory leaked. A mapping whose queue the program released stays mapped (nothing
+ * can unmap it): that allocation is never freed.
+ */
+const mappingNet = new SafetyNet<MappingHeld>(({ queue, allocation, pointer }) => {
+  if (!queue.alive) return;
+  const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
+  const status = unmap(queue[liveHandle](), pointer, 0, null, eventOut) as number;
+  if (status !== OpenCLStatus.CL_SUCCESS) return releaseFailed("clEnqueueSVMUnmap", status);
+  unmapped(allocation);
+  const event = queue[newCommand]();
+  queue[pinCommand](event, [allocation], undefined);
+  allocation[unuseSVM]();
+  event.release();
+});
+
+/** One mapping of `allocation` less. */
+function unmapped(allocation: SVMAllocation): void {
+  const left = (mappedCount.get(allocation) ?? 1) - 1;
+  if (left === 0) mappedCount.delete(allocation);
+  else mappedCount.set(allocation, left);
+}
+
 /**
  * A coarse-grain (or fine-grain) SVM range mapped for the host. `arrayBuffer` is the range itself,
  * no copy, valid once the map command completed (`queue.mapSVM` waits for that) and detached by
@@ -250,6 +282,7 @@ export class SVMMapping {
   #pointer: Pointer;
   #buffer: ArrayBuffer | undefined;
   #mapped = true;
+  [inRegistry] = false;
 
   /** @internal use `queue.enqueueSVMMap()` or `queue.mapSVM()`. */
   constructor(
@@ -266,16 +299,26 @@ export class SVMMapping {
     this.offset = offset;
     this.size = size;
     this.event = event;
+    mappingNet.add(this);
   }
 
   get mapped(): boolean {
     return this.#mapped;
   }
 
+  /** For the safety net: mapped. */
+  get alive(): boolean {
+    return this.#mapped;
+  }
+
+  [finalizerState](): MappingHeld {
+    return { queue: this.#queue, allocation: this.allocation, pointer: this.#pointer };
+  }
+
   /** The mapped bytes. Throws ReleasedError after `unmap()`; views made before then are detached. */
   get arrayBuffer(): ArrayBuffer {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (unmapped)");
-    return this.#buffer ??= svmArrayBuffer(backend.arrayBuffer(this.#pointer, this.size), this.allocation);
+    return this.#buffer ??= svmArrayBuffer(backend.arrayBuffer(this.#pointer, this.size), this.allocation, this);
   }
 
   /** Enqueues clEnqueueSVMUnmap and detaches `arrayBuffer` at once. */
@@ -291,9 +334,8 @@ export class SVMMapping {
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
     this.#mapped = false;
-    const left = (mappedCount.get(this.allocation) ?? 1) - 1;
-    if (left === 0) mappedCount.delete(this.allocation);
-    else mappedCount.set(this.allocation, left);
+    mappingNet.remove(this);
+    unmapped(this.allocation);
     // Detaching (transfer to a new empty buffer) leaves the native memory as it is.
     const buffer = this.#buffer as
       | (ArrayBuffer & { transfer?: (length: number) => ArrayBuffer; detached?: boolean })
