@@ -377,8 +377,14 @@ function onUncaught(event: Event): void {
   event.preventDefault();
   const { error, reason } = event as Event & { error?: unknown; reason?: unknown };
   const inPromise = event.type === "unhandledrejection";
-  console.error(`error: Uncaught${inPromise ? " (in promise)" : ""}`, inPromise ? reason : error);
-  hardExit(1);
+  try {
+    console.error(`error: Uncaught${inPromise ? " (in promise)" : ""}`, inPromise ? reason : error);
+  } catch {
+    // A value that cannot be printed (a Proxy whose traps throw): the exit must still come.
+    console.error(`error: Uncaught${inPromise ? " (in promise)" : ""} exception that could not be printed`);
+  } finally {
+    hardExit(1);
+  }
 }
 
 const exitListeners: [string, (event: Event) => void][] = [

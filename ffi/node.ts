@@ -160,8 +160,23 @@ function onFatal(error: unknown, origin: string): void {
 }
 
 function printFatal(error: unknown): void {
-  const text = error instanceof Error ? inspect(error) : `Uncaught ${inspect(error)}`;
+  let text: string;
+  try {
+    text = error instanceof Error ? inspect(error) : `Uncaught ${inspect(error)}`;
+  } catch (failure) {
+    // A Proxy whose traps throw, say: printing it threw, and `_exit` must still come (a commit
+    // in flight waits on the JS thread; Node's own teardown would then hang).
+    text = `Uncaught exception that could not be printed (${describe(failure)})`;
+  }
   process.stderr.write(`${text}\n\nNode.js ${process.version}\n`);
+}
+
+function describe(failure: unknown): string {
+  try {
+    return String(failure);
+  } catch {
+    return "printing it threw too";
+  }
 }
 
 if (isMainThread) {

@@ -496,6 +496,16 @@ describe("monitor failures and replacement", () => {
     assert.equal(result.code, 3, result.stderr);
   }, 70_000);
 
+  test("an uncaught value that cannot be printed, thrown while a commit runs, ends the process", async () => {
+    // Deno itself loses such an exception (exit code 0, without memlife too): only the hang is memlife's.
+    const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["unprintable"], {
+      timeout: 60_000,
+    });
+    assert.equal(result.timedOut, false, "the child hung");
+    assert.equal(result.signal, null, `killed by ${result.signal}: ${result.stderr}`);
+    if (runtime !== "deno") assert.equal(result.code, 1, result.stderr);
+  }, 70_000);
+
   test("exit(3) right after a commit exits with 3", async () => {
     const result = await runScript(new URL("./fixtures/embree-exit.ts", import.meta.url), ["after"], {
       timeout: 60_000,
