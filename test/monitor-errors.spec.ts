@@ -123,6 +123,17 @@ describe("monitors that misbehave otherwise", () => {
     assert.deepEqual(report.reported, ["memoryMonitor:Error(async monitor)"]);
   }, 70_000);
 
+  test(
+    "returning a thenable whose then (or its getter) throws allows; each failure reaches onCallbackError once",
+    async () => {
+      const { code, report, stderr } = await scenario("thenable", true);
+      assert.equal(code, 0, stderr);
+      assert.equal(report.settled, "ok");
+      assert.deepEqual(report.reported, ["memoryMonitor:Error(then threw)", "memoryMonitor:Error(then getter threw)"]);
+    },
+    70_000,
+  );
+
   test("re-entering memlife (device.memory, newScene, release) inside the monitor", async () => {
     const { code, report, stderr } = await scenario("reenter");
     assert.equal(code, 0, stderr);

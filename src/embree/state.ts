@@ -10,7 +10,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { LedgerVerdict } from "../../ffi/symbols/embree.ts";
 import { backend } from "../backend.ts";
-import { IdTable, reportCallbackError } from "../callbacks.ts";
+import { IdTable, reportCallbackError, returnedPromise } from "../callbacks.ts";
 import { EmbreeError } from "../errors.ts";
 import { trampolines } from "../trampolines.ts";
 import { embree } from "./native.ts";
@@ -223,20 +223,22 @@ export class DeviceState {
     let hasCause = false;
     const monitor = this.#monitor;
     if (monitor !== null) {
+      let result: unknown;
+      let threw = false;
       try {
-        const result = monitor(bytes, post);
-        if (result === false) answer = false;
-        // Only an explicit false refuses, and Embree needs the answer now: a promise allows, and
-        // its rejection is reported like an exception thrown outside any operation.
-        else if (isThenable(result)) result.then(undefined, (error) => reportCallbackError(error, "memoryMonitor"));
+        result = monitor(bytes, post);
       } catch (error) {
         // Any value thrown, undefined included, refuses.
+        threw = true;
         answer = false;
         cause = error;
         hasCause = true;
         if (op === null) reportCallbackError(error, "memoryMonitor");
         else (op.thrown ??= []).push(error);
       }
+      // Only an explicit false refuses, and Embree needs the answer now: a promise allows.
+      if (!threw && result === false) answer = false;
+      else if (!threw) settleLater(result);
     }
     // The budget is checked where the figures are, which may be native code.
     const verdict = accounts().apply(this.id, bytes, post, answer);
@@ -387,9 +389,18 @@ function errorOf(op: Operation): EmbreeError {
   return new EmbreeError(op.fn, op.code, op.message, op.hasCause ? { cause: op.cause } : undefined);
 }
 
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (typeof value === "object" || typeof value === "function") && value !== null &&
-    typeof (value as { then?: unknown }).then === "function";
+/**
+ * A promise (or thenable) the monitor returned: its rejection is reported like an exception thrown
+ * outside any operation, and so is a `then` that throws (or a getter of it): as a rejected promise,
+ * not as a throw of the monitor, which would refuse.
+ */
+function settleLater(result: unknown): void {
+  try {
+    const promise = returnedPromise(result);
+    if (promise !== undefined) promise.then(undefined, (error) => reportCallbackError(error, "memoryMonitor"));
+  } catch (error) {
+    reportCallbackError(error, "memoryMonitor");
+  }
 }
 
 /** Test and diagnostics only: how many device states are still in the table. */
