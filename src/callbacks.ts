@@ -329,8 +329,13 @@ export class SafetyNet<H> {
     this.#registry.register(object, object[finalizerState]!(), object);
   }
   #unregister(object: Finalizable<H>): void {
-    object[inRegistry] = false;
     this.#registry.unregister(object);
+    try {
+      object[inRegistry] = false;
+    } catch {
+      // Frozen by the program after it was registered: unregistered all the same (the flag only
+      // spares later releases a call to unregister).
+    }
   }
   #leaveNursery(object: Finalizable<H>): void {
     const last = this.#count - 1;
@@ -354,7 +359,13 @@ export class SafetyNet<H> {
         held[i] = undefined;
       }
       if (object.alive && !object[inRegistry]) {
-        object[inRegistry] = true;
+        try {
+          object[inRegistry] = true;
+        } catch {
+          // Frozen by the program: registered, it could never be unregistered, and the finalizer
+          // would release it a second time after its own release(). It stays out of the net.
+          continue;
+        }
         this.#registry.register(object, h ?? object[finalizerState]!(), object);
       }
     }

@@ -29,6 +29,10 @@ export const svmPassed: unique symbol = Symbol("memlife.svmPassed");
 export const commandHandle: unique symbol = Symbol("memlife.commandHandle");
 /** SVMAllocation: the SVM pointer of a live allocation. */
 export const svmPointer: unique symbol = Symbol("memlife.svmPointer");
+/** SVMAllocation (static): its size in bytes, from the private field (an own `size` may lie). */
+export const svmSize: unique symbol = Symbol("memlife.svmSize");
+/** SVMAllocation (static): the SVM pointer as an address, from the private field (an own `address` may lie). */
+export const svmAddress: unique symbol = Symbol("memlife.svmAddress");
 /** SVMAllocation: hands the pointer to a free command; the allocation is unusable afterwards. */
 export const surrender: unique symbol = Symbol("memlife.surrender");
 /** SVMAllocation: an enqueued command uses it (`unuse` when that command completed). */

@@ -109,3 +109,38 @@ describe("SafetyNet", () => {
     assert.deepEqual(finalized.sort(), ["state 5", "state 6", "state 7", "state 8", "state 9"]);
   });
 });
+
+describe("objects the program froze", () => {
+  test("frozen before registration: left out of the net, the rest of the batch registered, no uncaught error", async () => {
+    const finalized: string[] = [];
+    const net = new SafetyNet<string>((held) => finalized.push(held));
+    (() => {
+      for (let i = 0; i < 10; i++) {
+        const thing = new Thing(i);
+        net.add(thing);
+        if (i === 3) Object.freeze(thing);
+      }
+    })();
+    await sleep(5); // the turn ends: the nursery is promoted (it threw at the frozen one before)
+    await collectUntil(() => finalized.length >= 9);
+    assert.equal(finalized.length, 9);
+    assert.ok(!finalized.includes("state 3"), "a frozen object could never be unregistered: it stays out");
+  });
+
+  test("frozen after registration: release() unregisters it all the same, the finalizer never runs for it", async () => {
+    const finalized: string[] = [];
+    const net = new SafetyNet<string>((held) => finalized.push(held));
+    let kept: Thing | undefined = new Thing(1);
+    net.add(kept);
+    await sleep(5); // registered now
+    assert.equal(kept[inRegistry], true);
+    Object.freeze(kept);
+    net.remove(kept); // threw before (the flag's assignment), after the program's release had begun
+    kept = undefined;
+    for (let i = 0; i < 30 && finalized.length === 0; i++) {
+      gc();
+      await sleep(10);
+    }
+    assert.deepEqual(finalized, []);
+  });
+});

@@ -134,8 +134,8 @@ const prototypes: Record<string, readonly string[]> = {
     "source",
     "unsafeHandle",
   ],
-  "cl.SVMAllocation": ["address", "alive", "arrayBuffer", "commandsInFlight", "release"],
-  "cl.SVMMapping": ["alive", "arrayBuffer", "mapped", "unmap"],
+  "cl.SVMAllocation": ["address", "alive", "arrayBuffer", "commandsInFlight", "fineGrain", "release", "size"],
+  "cl.SVMMapping": ["alive", "allocation", "arrayBuffer", "mapped", "offset", "size", "unmap"],
   "cl.TypedValue": [],
   "cl.UserEvent": ["alive", "commandType", "release", "retain", "setStatus", "status", "unsafeHandle", "wait"],
   "rtc.Device": [
@@ -165,10 +165,10 @@ const instances: Record<string, readonly string[]> = {
   "cl.CommandQueue": ["context", "device"],
   "cl.Event": ["context"],
   "cl.UserEvent": ["context"],
-  "cl.SVMAllocation": ["context", "fineGrain", "size"],
+  "cl.SVMAllocation": ["context"],
   "cl.Program": ["context"],
   "cl.Kernel": ["context", "name", "numArgs", "program"],
-  "cl.SVMMapping": ["allocation", "event", "offset", "size"],
+  "cl.SVMMapping": ["event"],
   "cl.Platform": ["extensions", "name", "profile", "vendor", "version"],
   "cl.Device": [
     "driverVersion",

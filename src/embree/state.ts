@@ -10,7 +10,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { LedgerVerdict } from "../../ffi/symbols/embree.ts";
 import { backend } from "../backend.ts";
-import { IdTable, reportCallbackError, returnedPromise } from "../callbacks.ts";
+import { IdTable, reportCallbackError } from "../callbacks.ts";
 import { EmbreeError } from "../errors.ts";
 import { trampolines } from "../trampolines.ts";
 import { embree } from "./native.ts";
@@ -395,12 +395,10 @@ function errorOf(op: Operation): EmbreeError {
  * not as a throw of the monitor, which would refuse.
  */
 function settleLater(result: unknown): void {
-  try {
-    const promise = returnedPromise(result);
-    if (promise !== undefined) promise.then(undefined, (error) => reportCallbackError(error, "memoryMonitor"));
-  } catch (error) {
-    reportCallbackError(error, "memoryMonitor");
-  }
+  if ((typeof result !== "object" || result === null) && typeof result !== "function") return;
+  // Promise.resolve reads `then` once and calls it with real resolving functions, later, on a job
+  // of its own: a thenable that fulfils, rejects twice or throws settles once, as a promise does.
+  Promise.resolve(result).then(undefined, (error) => reportCallbackError(error, "memoryMonitor"));
 }
 
 /** Test and diagnostics only: how many device states are still in the table. */

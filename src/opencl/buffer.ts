@@ -143,8 +143,8 @@ function promiseFor(entry: Destructor): Promise<void> {
  */
 function owedLater(entry: Destructor): void {
   if ((entry.state & DELIVERED) !== 0) return;
+  owe(); // first: should it throw (the edge of the stack), nothing is marked owed that was not
   entry.state |= OWED;
-  owe();
 }
 
 /** What the safety net needs to release a dropped buffer: never the buffer itself. */
@@ -313,8 +313,17 @@ export class Buffer {
    * that is no longer the buffer's (freed, or someone else's), so it is refused.
    */
   [commandHandle](): Pointer {
-    const handle = this[liveHandle]();
-    const host = this.#destructor?.hostMemory;
+    return Buffer[commandHandle](this);
+  }
+
+  /**
+   * @internal The same, read from the private fields of a buffer the caller brand-checked: through
+   * the class, so that an instance given another prototype cannot answer for it.
+   */
+  static [commandHandle](buffer: Buffer): Pointer {
+    const handle = buffer.#handle;
+    if (handle === null) throw new ReleasedError("Buffer");
+    const host = buffer.#destructor?.hostMemory;
     if (host !== undefined && isDetached(host)) {
       throw new TypeError(
         'this hostPtr "use" buffer\'s host memory was transferred away (its ArrayBuffer is detached: transferred, or a WebAssembly.Memory that grew): no command may use the buffer any more; release it',
@@ -428,8 +437,8 @@ export class Buffer {
     if (this.#refs !== 1 || this.#destructor !== undefined) return this.#releaseOther(handle);
     // The usual release: the last reference, no destructor callback, so nothing can call back into
     // JS during it and the unguarded binding may keep Deno's fast call (0.25 us less per buffer).
+    net.remove(this); // first: what throws must leave the buffer as it was
     this.#handle = null; // #refs stays 1: nothing reads it once the handle is gone
-    net.remove(this);
     const status = unguarded.clReleaseMemObject(handle);
     this.context[disownChild]();
     if (status !== 0) check("clReleaseMemObject", status);
@@ -440,8 +449,8 @@ export class Buffer {
   #releaseOther(handle: Pointer): void {
     const last = --this.#refs === 0;
     if (last) {
-      this.#handle = null;
       net.remove(this);
+      this.#handle = null;
     } else net.renew(this);
     const entry = this.#destructor;
     const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);

@@ -244,5 +244,9 @@ export function waitEvents(events: unknown): readonly Event[] {
 /** The `cl_event *` wait list of `events`, taken once no getter of the call can run any more. */
 export function waitHandles(events: readonly Event[]): { count: number; list: BigUint64Array | null } {
   if (events.length === 0) return noWait;
-  return { count: events.length, list: pointerArray(events.map((e) => e[liveHandle]())) };
+  const handles = new Array<Pointer>(events.length);
+  for (let i = 0; i < events.length; i++) handles[i] = events[i][liveHandle]();
+  // The count is the list's own: C reads exactly what was built.
+  const list = pointerArray(handles);
+  return { count: list.length, list };
 }

@@ -451,17 +451,30 @@ export class Kernel extends ContextChild {
     for (let i = 0; i < args.length; i++) {
       const a = args[i];
       if (a === undefined || a === null) continue;
-      if (!(a as Buffer | SVMAllocation).alive) {
+      // The brand and the private handles decide, not `alive` or `instanceof`: a program can give
+      // an object an own `alive` or another prototype (a released buffer then reached C as an SVM
+      // allocation's argument: PoCL abort, SIGSEGV).
+      const isBuffer = Buffer[genuine](a);
+      try {
+        // TypeError too: a hostPtr "use" buffer's memory transferred away.
+        if (isBuffer) Buffer[commandHandle](a);
+        else SVMAllocation[svmPointer](a as SVMAllocation);
+      } catch (error) {
+        if (!(error instanceof ReleasedError)) throw error;
         throw new ReleasedError(
-          `${a instanceof Buffer ? "Buffer" : "SVMAllocation"} set as argument ${i} of kernel "${this.name}"`,
+          `${isBuffer ? "Buffer" : "SVMAllocation"} set as argument ${i} of kernel "${this.name}"`,
         );
       }
-      if (a instanceof Buffer) a[commandHandle](); // TypeError: a hostPtr "use" buffer's memory transferred away
-      else (svm ??= []).push(a as SVMAllocation);
+      if (!isBuffer) (svm ??= []).push(a as SVMAllocation);
     }
     const extra = this.#svmPointers;
     for (let i = 0; i < extra.length; i++) {
-      if (!extra[i].alive) throw new ReleasedError(`SVMAllocation given to setSVMPointers of kernel "${this.name}"`);
+      try {
+        SVMAllocation[svmPointer](extra[i]);
+      } catch (error) {
+        if (!(error instanceof ReleasedError)) throw error;
+        throw new ReleasedError(`SVMAllocation given to setSVMPointers of kernel "${this.name}"`);
+      }
       (svm ??= []).push(extra[i]);
     }
     return svm;

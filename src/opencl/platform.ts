@@ -169,6 +169,9 @@ export class Device {
       fineGrainSystem: (caps & SVMCapability.FINE_GRAIN_SYSTEM) !== 0,
       atomics: (caps & SVMCapability.ATOMICS) !== 0,
     });
+    // memlife trusts these figures (`cl.local` against localMemSize: over it PoCL aborts): a
+    // program must not be able to change them.
+    Object.freeze(this);
   }
 
   /** The raw cl_device_id. Unsafe: bypasses every check. */

@@ -59,7 +59,9 @@ import {
   newCommand,
   pinCommand,
   surrender,
+  svmAddress,
   svmPointer,
+  svmSize,
   unuseSVM,
   useSVM,
 } from "../internal.ts";
@@ -273,9 +275,11 @@ function unmapped(allocation: SVMAllocation): void {
  * unmapped.release();
  */
 export class SVMMapping {
-  readonly allocation: SVMAllocation;
-  readonly offset: number;
-  readonly size: number;
+  // Private behind getters: memlife reads them for the memory it hands out and unmaps, and a
+  // program could otherwise assign them (a larger `size` gave an arrayBuffer past the range: SIGSEGV).
+  readonly #allocation: SVMAllocation;
+  readonly #offset: number;
+  readonly #size: number;
   /** The map command (released by `queue.mapSVM`, which already waited on it). */
   readonly event: Event;
   #queue: CommandQueue;
@@ -294,12 +298,26 @@ export class SVMMapping {
     event: Event,
   ) {
     this.#queue = queue;
-    this.allocation = allocation;
+    this.#allocation = allocation;
     this.#pointer = pointer;
-    this.offset = offset;
-    this.size = size;
+    this.#offset = offset;
+    this.#size = size;
     this.event = event;
     mappingNet.add(this);
+  }
+
+  get allocation(): SVMAllocation {
+    return this.#allocation;
+  }
+
+  /** Offset of the range in the allocation, in bytes. */
+  get offset(): number {
+    return this.#offset;
+  }
+
+  /** Size of the range in bytes. */
+  get size(): number {
+    return this.#size;
   }
 
   get mapped(): boolean {
@@ -312,13 +330,13 @@ export class SVMMapping {
   }
 
   [finalizerState](): MappingHeld {
-    return { queue: this.#queue, allocation: this.allocation, pointer: this.#pointer };
+    return { queue: this.#queue, allocation: this.#allocation, pointer: this.#pointer };
   }
 
   /** The mapped bytes. Throws ReleasedError after `unmap()`; views made before then are detached. */
   get arrayBuffer(): ArrayBuffer {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (unmapped)");
-    return this.#buffer ??= svmArrayBuffer(backend.arrayBuffer(this.#pointer, this.size), this.allocation, this);
+    return this.#buffer ??= svmArrayBuffer(backend.arrayBuffer(this.#pointer, this.#size), this.#allocation, this);
   }
 
   /** Enqueues clEnqueueSVMUnmap and detaches `arrayBuffer` at once. */
@@ -335,7 +353,7 @@ export class SVMMapping {
     check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
     this.#mapped = false;
     mappingNet.remove(this);
-    unmapped(this.allocation);
+    unmapped(this.#allocation);
     // Detaching (transfer to a new empty buffer) leaves the native memory as it is.
     const buffer = this.#buffer as
       | (ArrayBuffer & { transfer?: (length: number) => ArrayBuffer; detached?: boolean })
@@ -345,8 +363,8 @@ export class SVMMapping {
     if (buffer !== undefined && buffer.detached !== true && typeof buffer.transfer === "function") buffer.transfer(0);
     const event = this.#queue[newCommand]();
     // The map counted as a use of the allocation: the unmap's pin takes it over.
-    this.#queue[pinCommand](event, [this.allocation], undefined);
-    this.allocation[unuseSVM]();
+    this.#queue[pinCommand](event, [this.#allocation], undefined);
+    this.#allocation[unuseSVM]();
     return event;
   }
 
@@ -598,7 +616,7 @@ export class CommandQueue {
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
     const { count, list } = waitHandles(events);
     const array = n > 0 ? scratchPointers(n) : null;
-    for (let i = 0; i < n; i++) array![i] = given[i].address;
+    for (let i = 0; i < n; i++) array![i] = SVMAllocation[svmAddress](given[i]);
     // Without onFree and without a wait list there is nothing to call back nor to watch: the driver
     // frees. A wait list can fail, and then PoCL frees nothing: memlife's callback frees instead.
     if (onFree === undefined && count === 0) {
@@ -717,7 +735,7 @@ export class CommandQueue {
     if (SVMAllocation[genuine](x)) {
       if (x.context !== this.context) throw new TypeError(`${what} belongs to another context than this queue`);
       x[svmPointer](); // ReleasedError
-      return x.size;
+      return SVMAllocation[svmSize](x);
     }
     if (ArrayBuffer.isView(x)) {
       const length = memoryBytes(x, what, true);
@@ -740,7 +758,7 @@ export class CommandQueue {
     const { offset, size: given, waitFor } = fillOptions(options, "enqueueSVMMemFill");
     const events = waitEvents(waitFor);
     const { bytes, length } = patternBytes(pattern);
-    const size = fillSize(offset, given, allocation.size, length, "enqueueSVMMemFill");
+    const size = fillSize(offset, given, SVMAllocation[svmSize](allocation), length, "enqueueSVMMemFill");
     const handle = this[liveHandle]();
     const pointer = offsetPointer(allocation[svmPointer](), offset);
     const { count, list } = waitHandles(events);
@@ -777,12 +795,13 @@ export class CommandQueue {
     const bag = checkOptions(options, svmMapKeys, "enqueueSVMMap options");
     const flags = member(mapFlags, own(bag, "access"), "access", mapFlags.read_write);
     const offset = sizeOr(own(bag, "offset"), "offset", 0);
-    if (offset >= allocation.size) {
-      throw new RangeError(`offset ${offset} is outside the allocation (${allocation.size} bytes)`);
+    const allocationSize = SVMAllocation[svmSize](allocation);
+    if (offset >= allocationSize) {
+      throw new RangeError(`offset ${offset} is outside the allocation (${allocationSize} bytes)`);
     }
-    const size = sizeOr(own(bag, "size"), "size", allocation.size - offset);
-    if (size === 0 || offset + size > allocation.size) {
-      throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocation.size} bytes)`);
+    const size = sizeOr(own(bag, "size"), "size", allocationSize - offset);
+    if (size === 0 || offset + size > allocationSize) {
+      throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocationSize} bytes)`);
     }
     const events = waitEvents(own(bag, "waitFor"));
     const handle = this[liveHandle]();

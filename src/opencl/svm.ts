@@ -30,9 +30,11 @@ import {
   liveHandle,
   nativeHandle,
   surrender,
+  svmAddress,
   svmChecked,
   svmPassed,
   svmPointer,
+  svmSize,
   unuseSVM,
   useSVM,
 } from "../internal.ts";
@@ -112,9 +114,10 @@ export class SVMAllocation {
   /** Made on first use: most allocations are only ever passed back to OpenCL as pointers. */
   #address: bigint | undefined = undefined;
   readonly context: Context;
-  /** Size in bytes. */
-  readonly size: number;
-  readonly fineGrain: boolean;
+  // Private behind getters: memlife reads them for the sizes it hands C, and a program could
+  // otherwise assign them (an `alloc.size` made larger had a memcpy run past the memory: SIGSEGV).
+  readonly #size: number;
+  readonly #fineGrain: boolean;
   /** Enqueued commands that use it and have not completed. */
   #uses = 0;
   /** Released while commands used it: freed with clSVMFree when the last of them completes. */
@@ -165,8 +168,8 @@ export class SVMAllocation {
     }
     this.#pointer = pointer;
     this.context = context;
-    this.size = size;
-    this.fineGrain = fineGrain;
+    this.#size = size;
+    this.#fineGrain = fineGrain;
     context[adoptChild]();
     net.add(this);
   }
@@ -179,16 +182,41 @@ export class SVMAllocation {
     return this.#pointer !== null;
   }
 
+  /** Size in bytes. */
+  get size(): number {
+    return this.#size;
+  }
+
+  get fineGrain(): boolean {
+    return this.#fineGrain;
+  }
+
+  /** @internal The size in bytes, from the private field (an own `size` may lie). */
+  static [svmSize](allocation: SVMAllocation): number {
+    return allocation.#size;
+  }
+
   /** The SVM pointer as a number-like address, valid on host and device. */
   get address(): bigint {
-    if (this.#pointer === null) throw new ReleasedError("SVMAllocation");
-    return this.#address ??= backend.address(this.#pointer);
+    return SVMAllocation[svmAddress](this);
+  }
+
+  /** @internal `address`, read from the private fields: a program can shadow `address` with its own. */
+  static [svmAddress](allocation: SVMAllocation): bigint {
+    if (allocation.#pointer === null) throw new ReleasedError("SVMAllocation");
+    return allocation.#address ??= backend.address(allocation.#pointer);
   }
 
   /** @internal */
   [svmPointer](): Pointer {
     if (this.#pointer === null) throw new ReleasedError("SVMAllocation");
     return this.#pointer;
+  }
+
+  /** @internal The same through the class, for an allocation the caller brand-checked (see Buffer's). */
+  static [svmPointer](allocation: SVMAllocation): Pointer {
+    if (allocation.#pointer === null) throw new ReleasedError("SVMAllocation");
+    return allocation.#pointer;
   }
 
   /**
@@ -199,12 +227,12 @@ export class SVMAllocation {
    */
   get arrayBuffer(): ArrayBuffer {
     const pointer = this[svmPointer]();
-    if (!this.fineGrain) {
+    if (!this.#fineGrain) {
       throw new TypeError(
         "only fine-grain SVM (svmAlloc(size, { fineGrain: true })) can be viewed from the host without mapping",
       );
     }
-    return svmArrayBuffer(backend.arrayBuffer(pointer, this.size), this);
+    return svmArrayBuffer(backend.arrayBuffer(pointer, this.#size), this);
   }
 
   /**
@@ -213,8 +241,8 @@ export class SVMAllocation {
    */
   [surrender](): Pointer {
     const pointer = this[svmPointer]();
+    net.remove(this); // first: what throws must leave the allocation as it was (no double free)
     this.#pointer = null;
-    net.remove(this);
     this.context[disownChild]();
     return pointer;
   }
@@ -251,9 +279,9 @@ export class SVMAllocation {
   release(): void {
     if (this.#pointer === null) return;
     if (this.#uses > 0) {
+      net.remove(this); // first: what throws must leave the allocation as it was (no double free)
       this.#deferred = this.#pointer;
       this.#pointer = null;
-      net.remove(this);
       return;
     }
     const context = this.context[nativeHandle]();
