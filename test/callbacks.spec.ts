@@ -9,6 +9,7 @@ import { assert, gc, runScript, sleep, withTimeout } from "./helpers.ts";
 import { cl, onCallbackError } from "../src/mod.ts";
 import type { Buffer, Context, Event } from "../src/opencl/mod.ts";
 import { owedCallbacks } from "../src/callbacks.ts";
+import { inWorker } from "../src/backend.ts";
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
 
@@ -114,11 +115,16 @@ describe("destroyed without a destructor callback", () => {
       await sleep(10);
       watch(registered.splice(0), gated);
       watch(Array.from({ length: 4 }, () => ctx.createBuffer(64)), gated);
-      await collectUntil(() => owedCallbacks() === owedBefore + 8);
-      assert.equal(owedCallbacks(), owedBefore + 8, "each dropped buffer owes its destructor");
+      // In a Worker (Bun's vitest runs spec files in one) the completion callback the queue arms
+      // for its pinned writes is owed too: it holds a Worker's event loop.
+      const armed = inWorker ? 1 : 0;
+      await collectUntil(() => owedCallbacks() === owedBefore + 8 + armed);
+      assert.equal(owedCallbacks(), owedBefore + 8 + armed, "each dropped buffer owes its destructor");
       gate.setStatus();
       opened = true;
       await withTimeout(Promise.all(destroyed), 10_000, "destroyed");
+      await queue.finish();
+      for (let i = 0; i < 100 && owedCallbacks() !== owedBefore; i++) await sleep(10);
       assert.equal(owedCallbacks(), owedBefore);
     } finally {
       // Completed, not abandoned, when an assertion failed: PoCL 3.1 aborts the process when a

@@ -19,7 +19,8 @@ import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
 import { adoptChild, commandHandle, disownChild, genuine, liveHandle } from "../internal.ts";
-import { holdAllocationBehind, letGoAllocationBehind } from "./svm-memory.ts";
+import { allocationBehind, holdAllocation, letGoAllocation } from "./svm-memory.ts";
+import type { SVMAllocation } from "./svm.ts";
 
 /** May be `async`: `destroyed` waits for the promise it returns, and a rejection counts as a throw. */
 export type DestructorCallback = (buffer: Buffer) => unknown;
@@ -117,10 +118,9 @@ function settle(entry: Destructor, errors: readonly unknown[]): void {
 
 /** The native side let go of a `hostPtr: "use"` buffer's host memory. */
 function letGo(entry: Destructor): void {
-  const host = entry.hostMemory;
-  if (host === undefined) return;
+  if (entry.hostMemory === undefined) return;
   entry.hostMemory = undefined;
-  letGoAllocationBehind(host);
+  letGoAllocation(entry);
 }
 
 function failure(errors: readonly unknown[]): unknown {
@@ -190,7 +190,7 @@ const bufferOptionKeys = keys("access", "hostPtr");
 export function bufferArguments(
   sizeOrData: number | ArrayBufferView,
   options: BufferOptions | undefined,
-): { flags: number; size: number; data: ArrayBufferView | null } {
+): { flags: number; size: number; data: ArrayBufferView | null; held?: SVMAllocation } {
   let flags: number = MemFlags.READ_WRITE;
   let data: ArrayBufferView | null = null;
   let size: number;
@@ -231,6 +231,8 @@ export function bufferArguments(
       if (mode === "use" || mode === "copy") {
         if (data === null) throw new TypeError(`hostPtr: "${mode}" needs an ArrayBufferView as the buffer's data`);
         flags |= mode === "use" ? MemFlags.USE_HOST_PTR : MemFlags.COPY_HOST_PTR;
+        // SVM memory under a "use" buffer: held by it (asked here, before the native create).
+        if (mode === "use") return { flags, size, data, held: allocationBehind(data) };
       } else {
         flags |= MemFlags.ALLOC_HOST_PTR | (data !== null ? MemFlags.COPY_HOST_PTR : 0);
       }
@@ -271,25 +273,32 @@ export class Buffer {
   }
 
   /** @internal use `ctx.createBuffer()`. */
-  constructor(context: Context, handle: Pointer, size: number, flags: number, hostMemory: ArrayBufferView | null) {
+  constructor(
+    context: Context,
+    handle: Pointer,
+    size: number,
+    flags: number,
+    hostMemory: ArrayBufferView | null,
+    held?: SVMAllocation,
+  ) {
     this.#handle = handle;
     this.context = context;
     this.size = size;
     this.flags = flags;
     context[adoptChild]();
     if (hostMemory === null) net.add(this);
-    else this.#holdHostMemory(hostMemory);
+    else this.#holdHostMemory(hostMemory, held);
   }
 
   // Out of line: the constructor stays small enough for V8 to inline (see Context.createBuffer).
-  #holdHostMemory(hostMemory: ArrayBufferView): void {
+  #holdHostMemory(hostMemory: ArrayBufferView, held: SVMAllocation | undefined): void {
     // A `hostPtr: "use"` view must stay alive until the native side lets go, not until release().
     // Such a buffer stays out of the safety net and is held (the README: it must be released).
     if ((this.flags & MemFlags.USE_HOST_PTR) !== 0) {
       const entry = this.#watch();
       entry.hostMemory = hostMemory;
       entry.buffer = this;
-      holdAllocationBehind(hostMemory);
+      if (held !== undefined) holdAllocation(entry, held);
     } else net.add(this);
   }
 

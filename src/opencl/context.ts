@@ -164,12 +164,12 @@ export class Context {
   // 28 bytes for free. Over it, create + release of a buffer costs 25-40 ns more on Deno
   // (bench/parts.ts, `--trace-turbo-inlining`).
   #createBufferFrom(sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
-    const { flags, size, data } = bufferArguments(sizeOrData, options);
+    const { flags, size, data, held } = bufferArguments(sizeOrData, options);
     // (bufferArguments read data.buffer: an on-heap typed array has stable memory for its pointer now.)
     // The handle after the options' getters, one of which may have released the context.
     const handle = symbols.clCreateBuffer(this[liveHandle](), flags, size, data, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
-    return new Buffer(this, handle, size, flags, data);
+    return new Buffer(this, handle, size, flags, data, held);
   }
 
   /** A command queue on `device` (default: the context's first device). */

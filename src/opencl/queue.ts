@@ -40,7 +40,7 @@ import {
   svmFreeTrampoline,
   watchFailure,
 } from "./svm.ts";
-import { svmArrayBuffer, withAllocationsBehind } from "./svm-memory.ts";
+import { heldByBuffer, svmArrayBuffer, withAllocationsBehind } from "./svm-memory.ts";
 import { Kernel, ndrangeSizes, TypedValue } from "./kernel.ts";
 import { backend, inWorker } from "../backend.ts";
 import { MapFlags } from "./constants.ts";
@@ -506,12 +506,13 @@ export class CommandQueue {
     if (offset + bytes > buffer.size) {
       throw new RangeError(`${bytes} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
     }
+    const svm = withAllocationsBehind(undefined, host);
     const handle = this[liveHandle]();
     const mem = buffer[commandHandle]();
     const { count, list } = waitHandles(events);
     check(fn, opencl().symbols[fn](handle, mem, 0, offset, bytes, hostPointer(host, bytes), count, list, eventOut));
     const event = this[newCommand]();
-    this[pinCommand](event, undefined, host);
+    this[pinCommand](event, svm, host);
     return event;
   }
 
@@ -608,6 +609,13 @@ export class CommandQueue {
           "clEnqueueSVMFree",
           OpenCLStatus.CL_INVALID_OPERATION,
           `allocations[${i}] is mapped: unmap() it first (a mapping holds its allocation until the unmap completed)`,
+        );
+      }
+      if (heldByBuffer(a)) {
+        throw new OpenCLError(
+          "clEnqueueSVMFree",
+          OpenCLStatus.CL_INVALID_OPERATION,
+          `allocations[${i}] is the memory of a hostPtr "use" buffer: release that buffer first (its memory is the allocation's until its destructor ran)`,
         );
       }
     }
@@ -718,14 +726,16 @@ export class CommandQueue {
     }
     const d = svmSidePointer(dst, dstOffset, dLength);
     const s = svmSidePointer(src, srcOffset, sLength);
+    // What the command pins, found before it is enqueued (see withAllocationsBehind).
+    const dstSVM = SVMAllocation[genuine](dst), srcSVM = SVMAllocation[genuine](src);
+    const host = dstSVM ? (srcSVM ? undefined : src) : srcSVM ? dst : [dst, src];
+    let svm: SVMAllocation[] | undefined = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
+    if (host !== undefined) svm = withAllocationsBehind(svm, host as ArrayBufferView | ArrayBufferView[]);
     const handle = this[liveHandle]();
     const { count, list } = waitHandles(events);
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d, s, size, count, list, eventOut) as number);
     const event = this[newCommand]();
-    const dstSVM = SVMAllocation[genuine](dst), srcSVM = SVMAllocation[genuine](src);
-    const svm = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
-    const host = dstSVM ? (srcSVM ? undefined : src) : srcSVM ? dst : [dst, src];
     this[pinCommand](event, svm, host);
     return event;
   }
@@ -918,10 +928,9 @@ export class CommandQueue {
    */
   [pinCommand](event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
     const seq = this.#seq;
-    // A view of SVM memory (an allocation's or a mapping's arrayBuffer) uses its allocation too.
-    if (host !== undefined) svm = withAllocationsBehind(svm, host as ArrayBufferView | ArrayBufferView[]);
-    if (svm !== undefined) { for (let i = 0; i < svm.length; i++) svm[i][useSVM](); }
+    // The pin first: whatever throws after it, the host memory and the allocations stay reachable.
     if (this.#pins.push({ seq, svm, host }) === 1) busy.add(this);
+    if (svm !== undefined) { for (let i = 0; i < svm.length; i++) svm[i][useSVM](); }
     const s = opencl().symbols;
     const handle = event[liveHandle]();
     check("clRetainEvent", s.clRetainEvent(handle));

@@ -33,7 +33,12 @@ export function allocationBehind(view: ArrayBufferView): SVMAllocation | undefin
   return anyMade ? owners.get(viewBuffer(view))?.allocation : undefined;
 }
 
-/** `svm` with the allocations behind the host views a command uses (one view, or a list). */
+/**
+ * `svm` with the allocations behind the host views a command uses (one view, or a list). Called
+ * before the native call, with every other argument: it runs the engine's view accessors, which a
+ * program can reach (`DataView[Symbol.hasInstance]`), and nothing of that may run after a command
+ * was enqueued (its pin would be lost: the driver then wrote into collected memory).
+ */
 export function withAllocationsBehind(
   svm: SVMAllocation[] | undefined,
   host: ArrayBufferView | readonly ArrayBufferView[],
@@ -47,12 +52,33 @@ export function withAllocationsBehind(
   return svm;
 }
 
-/** A `hostPtr: "use"` buffer over `view` was created: its allocation, if any, is in use until `letGo`. */
-export function holdAllocationBehind(view: ArrayBufferView): void {
-  allocationBehind(view)?.[useSVM]();
+/** Per `hostPtr: "use"` buffer (its destructor entry), the allocation whose memory it is. */
+const holds = new WeakMap<object, SVMAllocation>();
+/** Allocations under `hostPtr: "use"` buffers, and how many: enqueueSVMFree refuses them. */
+const heldCount = new WeakMap<SVMAllocation, number>();
+
+/**
+ * A `hostPtr: "use"` buffer (`key`, its destructor entry) was created over `allocation`'s memory
+ * (`allocationBehind`, asked before the native create): in use until `letGo`.
+ */
+export function holdAllocation(key: object, allocation: SVMAllocation): void {
+  allocation[useSVM]();
+  holds.set(key, allocation);
+  heldCount.set(allocation, (heldCount.get(allocation) ?? 0) + 1);
 }
 
-/** The buffer made by `holdAllocationBehind` let go of `view`'s memory. */
-export function letGoAllocationBehind(view: ArrayBufferView): void {
-  allocationBehind(view)?.[unuseSVM]();
+/** The buffer `key` let go of its memory: by the key, no view looked at again. */
+export function letGoAllocation(key: object): void {
+  const allocation = holds.get(key);
+  if (allocation === undefined) return;
+  holds.delete(key);
+  const left = heldCount.get(allocation)! - 1;
+  if (left === 0) heldCount.delete(allocation);
+  else heldCount.set(allocation, left);
+  allocation[unuseSVM]();
+}
+
+/** Whether a `hostPtr: "use"` buffer is over `allocation`'s memory (enqueueSVMFree would free it under that buffer). */
+export function heldByBuffer(allocation: SVMAllocation): boolean {
+  return heldCount.has(allocation);
 }
