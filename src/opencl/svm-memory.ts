@@ -56,6 +56,8 @@ export function withAllocationsBehind(
 const holds = new WeakMap<object, SVMAllocation>();
 /** Allocations under `hostPtr: "use"` buffers, and how many: enqueueSVMFree refuses them. */
 const heldCount = new WeakMap<SVMAllocation, number>();
+/** No lookup at all on the hot paths (a free, a buffer's let-go) until a buffer held an allocation. */
+let anyHeld = false;
 
 /**
  * A `hostPtr: "use"` buffer (`key`, its destructor entry) was created over `allocation`'s memory
@@ -63,12 +65,14 @@ const heldCount = new WeakMap<SVMAllocation, number>();
  */
 export function holdAllocation(key: object, allocation: SVMAllocation): void {
   allocation[useSVM]();
+  anyHeld = true;
   holds.set(key, allocation);
   heldCount.set(allocation, (heldCount.get(allocation) ?? 0) + 1);
 }
 
 /** The buffer `key` let go of its memory: by the key, no view looked at again. */
 export function letGoAllocation(key: object): void {
+  if (!anyHeld) return;
   const allocation = holds.get(key);
   if (allocation === undefined) return;
   holds.delete(key);
@@ -80,5 +84,5 @@ export function letGoAllocation(key: object): void {
 
 /** Whether a `hostPtr: "use"` buffer is over `allocation`'s memory (enqueueSVMFree would free it under that buffer). */
 export function heldByBuffer(allocation: SVMAllocation): boolean {
-  return heldCount.has(allocation);
+  return anyHeld && heldCount.has(allocation);
 }
