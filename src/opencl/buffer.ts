@@ -4,6 +4,7 @@ import { trampolines } from "../trampolines.ts";
 import { backend } from "../backend.ts";
 import {
   defer,
+  executorRan,
   finalizerState,
   IdTable,
   inRegistry,
@@ -130,10 +131,11 @@ function failure(errors: readonly unknown[]): unknown {
 function promiseFor(entry: Destructor): Promise<void> {
   // What the callbacks threw went to a `destroyed` read before, or to onCallbackError.
   if ((entry.state & SETTLED) !== 0) return Promise.resolve();
-  // withResolvers: an executor may not run at the edge of the stack (see CallbackOutcome).
-  const { promise, resolve, reject } = Promise.withResolvers<void>();
-  entry.resolve = resolve;
-  entry.reject = reject;
+  const promise = new Promise<void>((resolve, reject) => {
+    entry.resolve = resolve;
+    entry.reject = reject;
+  });
+  executorRan(entry.resolve, promise);
   return promise;
 }
 

@@ -5,6 +5,7 @@ import { backend, inWorker } from "../backend.ts";
 import {
   CallbackOutcome,
   defer,
+  executorRan,
   finalizerState,
   IdTable,
   inRegistry,
@@ -378,7 +379,9 @@ export function registerFree(
   onFree: SVMFreeCallback | undefined,
 ): { id: number; outcome: CallbackOutcome; called: Promise<void> } {
   const outcome = new CallbackOutcome("svmFree");
-  const { promise: called, resolve: calledBack } = Promise.withResolvers<void>();
+  let resolveCalled: (() => void) | undefined;
+  const called = new Promise<void>((resolve) => (resolveCalled = resolve));
+  const calledBack = executorRan(resolveCalled, called);
   const owed = onFree !== undefined || inWorker;
   const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, owed, outcome, calledBack });
   if (owed) {
