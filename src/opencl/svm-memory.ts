@@ -1,9 +1,10 @@
 /**
  * ArrayBuffers over SVM memory (an allocation's `arrayBuffer`, a mapping's), each to its
- * allocation. One the program still holds keeps its allocation (and mapping) from the safety net, which would
- * otherwise free the memory under it; a command or a `hostPtr: "use"` buffer given a view of one
- * counts as a use of the allocation, so that its `release()` waits, as for a command that names
- * the allocation itself. Both were crashes (SIGSEGV) on all three runtimes.
+ * allocation. One the program still holds keeps its allocation (and mapping) from the safety net,
+ * which would otherwise free the memory under it; a command or a `hostPtr: "use"` buffer given a
+ * view of one counts as a use of the allocation, so that its `release()` waits, as for a command
+ * that names the allocation itself, and `enqueueSVMFree` refuses an allocation under such a buffer.
+ * Each was a crash (SIGSEGV) on all three runtimes.
  */
 import { viewBuffer } from "../../ffi/views.ts";
 import { unuseSVM, useSVM } from "../internal.ts";
