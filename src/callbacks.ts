@@ -177,6 +177,11 @@ export class CallbackOutcome {
     this.#markDone = executorRan(markDone, this.done);
   }
 
+  /** Whether the callbacks are done (or will never run). */
+  get settled(): boolean {
+    return this.#settled;
+  }
+
   /** A promise for the program: rejects with the callbacks' exception unless delivered already. */
   hold(): Promise<void> {
     if (this.#settled) return Promise.resolve();

@@ -291,6 +291,21 @@ describe("the seeds' error codes, through the raw bindings", () => {
 });
 
 describe("clEnqueueSVMFree", () => {
+  test("an SVM free's status reads COMPLETE only once onFree ran (as in C, where the callback runs first)", async () => {
+    needSVM();
+    let called = false;
+    const event = queue.enqueueSVMFree([ctx.svmAlloc(1024)], { onFree: () => void (called = true) });
+    queue.flush();
+    // onFree runs on the JS thread, after this synchronous loop: COMPLETE must not be read meanwhile.
+    const seen = new Set<number>();
+    for (const until = Date.now() + 100; Date.now() < until;) seen.add(event.status);
+    assert.ok(!seen.has(cl.ExecutionStatus.COMPLETE), `read ${[...seen].join(", ")} before onFree ran`);
+    await withTimeout(event.wait(), 10_000, "event.wait()");
+    assert.equal(called, true);
+    assert.equal(event.status, cl.ExecutionStatus.COMPLETE);
+    event.release();
+  });
+
   test("32 allocations of 1 KiB freed with onFree: same allocations in order, queue usable inside", async () => {
     needSVM();
     const allocs = Array.from({ length: 32 }, () => ctx.svmAlloc(1024));

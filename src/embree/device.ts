@@ -131,7 +131,8 @@ export class Device {
 
   /**
    * Sets the memory monitor (rtcSetDeviceMemoryMonitorFunction), or unsets it with `null`.
-   * It runs on the JS thread, one call at a time, also for allocations of Embree's worker threads
+   * It runs on the JS thread, one call at a time (a monitor that calls Embree is re-entered by that
+   * call's allocations), also for allocations of Embree's worker threads
    * (which wait for its answer); only an explicit `false` refuses, and so does throwing any value.
    * A thrown value reaches the program once: as the `cause` of the EmbreeError of the operation it
    * refused (`commit()` rejects, `addTriangleMesh` throws), else (a throw while memory is freed,

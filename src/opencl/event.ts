@@ -112,14 +112,23 @@ export class Event extends ContextChild {
     return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this[liveHandle](), EventInfo.COMMAND_TYPE);
   }
 
-  /** CL_EVENT_COMMAND_EXECUTION_STATUS: `cl.ExecutionStatus` or a negative error code. */
+  /**
+   * CL_EVENT_COMMAND_EXECUTION_STATUS: `cl.ExecutionStatus` or a negative error code. A command
+   * with JS callbacks (an SVM free's `onFree`) reads RUNNING until they ran, as `wait()` settles:
+   * in C the free callback has run once the command is COMPLETE, and memlife runs it later, on the
+   * JS thread (it read COMPLETE while the memory was not freed yet).
+   */
   get status(): number {
-    return infoU32(
+    const status = infoU32(
       "clGetEventInfo",
       opencl().symbols.clGetEventInfo,
       this[liveHandle](),
       EventInfo.COMMAND_EXECUTION_STATUS,
     ) | 0;
+    const after = this.#after;
+    return status === ExecutionStatus.COMPLETE && after !== undefined && !after.settled
+      ? ExecutionStatus.RUNNING
+      : status;
   }
 
   /**
