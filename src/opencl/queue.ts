@@ -241,19 +241,22 @@ interface MappingHeld {
 /**
  * Safety net: a mapping dropped without `unmap()` is unmapped, so that its allocation can be freed.
  * Before, the map's use of the allocation never ended: `release()` of the allocation waited for
- * ever and the memory leaked. A mapping whose queue the program released stays mapped (nothing
- * can unmap it): that allocation is never freed.
+ * ever and the memory leaked. The mapping's reference to its queue keeps the queue for this.
  */
 const mappingNet = new SafetyNet<MappingHeld>(({ queue, allocation, pointer }) => {
-  if (!queue.alive) return;
-  const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
-  const status = unmap(queue[liveHandle](), pointer, 0, null, eventOut) as number;
-  if (status !== OpenCLStatus.CL_SUCCESS) return releaseFailed("clEnqueueSVMUnmap", status);
-  unmapped(allocation);
-  const event = queue[newCommand]();
-  queue[pinCommand](event, [allocation], undefined);
-  allocation[unuseSVM]();
-  event.release();
+  if (!queue.alive) return; // released more times than retained: nothing can unmap it
+  try {
+    const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
+    const status = unmap(queue[liveHandle](), pointer, 0, null, eventOut) as number;
+    if (status !== OpenCLStatus.CL_SUCCESS) return releaseFailed("clEnqueueSVMUnmap", status);
+    unmapped(allocation);
+    const event = queue[newCommand]();
+    queue[pinCommand](event, [allocation], undefined);
+    allocation[unuseSVM]();
+    event.release();
+  } finally {
+    queue.release(); // the mapping's reference
+  }
 });
 
 /** One mapping of `allocation` less. */
@@ -303,6 +306,9 @@ export class SVMMapping {
     this.#offset = offset;
     this.#size = size;
     this.event = event;
+    // A reference of the mapping's own until it is unmapped: the program may release the queue
+    // first (`using`), and then nothing could unmap it (its allocation was in use for good).
+    queue.retain();
     mappingNet.add(this);
   }
 
@@ -365,6 +371,7 @@ export class SVMMapping {
     // The map counted as a use of the allocation: the unmap's pin takes it over.
     this.#queue[pinCommand](event, [this.#allocation], undefined);
     this.#allocation[unuseSVM]();
+    this.#queue.release(); // the mapping's reference (see the constructor)
     return event;
   }
 
