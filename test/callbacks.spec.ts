@@ -4,8 +4,13 @@
  * back (and `hostPtr: "use"` buffers); a buffer whose `destroyed` was merely read stays collectable.
  * Uncaught exceptions are checked in a child process: vitest would count them as the test's.
  */
-import { describe, test } from "vitest";
-import { assert, gc, runScript, sleep, withTimeout } from "./helpers.ts";
+import { afterAll, describe, test } from "vitest";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { assert, gc, runScript, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, onCallbackError } from "../src/mod.ts";
 import type { Buffer, Context, Event } from "../src/opencl/mod.ts";
 import { owedCallbacks } from "../src/callbacks.ts";
@@ -205,14 +210,44 @@ describe("buffers the destructor machinery holds", () => {
 });
 
 describe("memlife called at the edge of the stack (code that recursed until it overflowed)", () => {
+  const stackLimit = async (mode: string, env?: Record<string, string>) => {
+    const r = await runScript(new URL("./fixtures/stack-limit.ts", import.meta.url), [mode], { timeout: 60_000, env });
+    const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+    assert.equal(r.timedOut, false, `hung:\n${out}`);
+    assert.equal(r.signal, null, out);
+    assert.equal(r.code, 0, out);
+    assert.match(r.stdout.trim().split("\n").at(-1) ?? "", /^ok/, out);
+  };
   for (const mode of ["destructor", "onfree"]) {
-    test(`${mode}: later callbacks still run and the program ends (child process)`, async () => {
-      const r = await runScript(new URL("./fixtures/stack-limit.ts", import.meta.url), [mode], { timeout: 60_000 });
-      const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
-      assert.equal(r.timedOut, false, `hung:\n${out}`);
-      assert.equal(r.signal, null, out);
-      assert.equal(r.code, 0, out);
-      assert.match(r.stdout.trim().split("\n").at(-1) ?? "", /^ok/, out);
-    }, 70_000);
+    test(`${mode}: later callbacks still run and the program ends (child process)`, () => stackLimit(mode), 70_000);
   }
+
+  // NVIDIA calls pfn_free_func inside clEnqueueSVMFree, on the JS thread: at the edge of the stack
+  // its callback ran out of stack there, and Bun and Deno never ended (an owed callback counted for
+  // good). test/native/sync-driver.c makes PoCL call back the same way.
+  const driver = buildSyncDriver();
+  test(
+    "onfree, with a driver that calls back inside clEnqueueSVMFree: each free happens once or not at all, and the program ends",
+    () => {
+      if ("skip" in driver) return skip(driver.skip);
+      return stackLimit("onfree", { OPENCL_LIBRARY: driver.path, MEMLIFE_SYNC_DRIVER: "1" });
+    },
+    70_000,
+  );
+  afterAll(() => {
+    if ("dir" in driver) rmSync(driver.dir, { recursive: true, force: true });
+  });
 });
+
+/** test/native/sync-driver.c built over the system's ICD loader, or why it cannot be. */
+function buildSyncDriver(): { path: string; dir: string } | { skip: string } {
+  const dir = mkdtempSync(join(tmpdir(), "memlife-sync-driver-"));
+  const path = join(dir, "libsync-driver.so");
+  const source = fileURLToPath(new URL("./native/sync-driver.c", import.meta.url));
+  const r = spawnSync("cc", ["-O2", "-fPIC", "-shared", "-o", path, source, "-lOpenCL", "-ldl"], { encoding: "utf8" });
+  if (r.error !== undefined || r.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    return { skip: `cannot build test/native/sync-driver.c (${r.error?.message ?? r.stderr.trim()})` };
+  }
+  return { path, dir };
+}

@@ -34,6 +34,7 @@ import { Buffer } from "./buffer.ts";
 import { type CommandTracker, Event, waitEvents, waitHandles } from "./event.ts";
 import {
   abandonFree,
+  oweFree,
   registerFree,
   SVMAllocation,
   type SVMFreeCallback,
@@ -58,6 +59,7 @@ import {
   nativeHandle,
   newCommand,
   pinCommand,
+  reclaim,
   surrender,
   svmAddress,
   svmPointer,
@@ -635,23 +637,51 @@ export class CommandQueue {
     // Without onFree and without a wait list there is nothing to call back nor to watch: the driver
     // frees. A wait list can fail, and then PoCL frees nothing: memlife's callback frees instead.
     if (onFree === undefined && count === 0) {
-      check("clEnqueueSVMFree", clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number);
-      for (let i = 0; i < n; i++) given[i][surrender]();
+      // The driver frees them all: they are the command's before the call, whatever throws after
+      // it at the edge of the stack; given back when it did not happen (a leak where even that
+      // runs out of stack: the safe side of a double free).
+      let surrendered = 0;
+      let status: number;
+      try {
+        for (; surrendered < n; surrendered++) given[surrendered][surrender]();
+        eventOut[0] = 0n;
+        status = clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number;
+      } catch (error) {
+        // The event it wrote shows that the call happened.
+        if (eventOut[0] === 0n) throw reclaimAll(given, surrendered, error);
+        status = OpenCLStatus.CL_SUCCESS;
+      }
+      if (status !== OpenCLStatus.CL_SUCCESS) reclaimAll(given, surrendered);
+      check("clEnqueueSVMFree", status);
       return this[newCommand](undefined, true);
     }
     const pointers = given.map((a) => a[svmPointer]());
-    const { id, outcome, called } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
+    const { id, entry, outcome, called } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
     let status: number;
     try {
       status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
     } catch (error) {
-      // Not called (at the edge of the stack the call itself throws RangeError): nothing is owed.
-      abandonFree(id);
-      throw error;
+      // The edge of the stack: the call did not happen, or the callback it made on this thread ran
+      // out of stack (Bun and Deno throw its exception here). Only plain reads and stores: a call
+      // could throw again, and the allocations are still the program's.
+      if (!entry.arrived) {
+        entry.abandoned = true;
+        throw error;
+      }
+      status = OpenCLStatus.CL_SUCCESS;
     }
-    if (status !== OpenCLStatus.CL_SUCCESS) abandonFree(id);
-    check("clEnqueueSVMFree", status);
-    for (const a of given) a[surrender]();
+    if (status !== OpenCLStatus.CL_SUCCESS) {
+      entry.abandoned = true;
+      abandonFree(id);
+      check("clEnqueueSVMFree", status);
+    }
+    // Queued: the allocations are the command's, and its callback frees those counted here (all of
+    // them, unless the edge of the stack stops this loop: the rest stay the program's).
+    while (entry.surrendered < n) {
+      given[entry.surrendered][surrender]();
+      entry.surrendered++;
+    }
+    oweFree(id);
     if (count > 0) watchFailure(id, eventOut);
     // A free without onFree owes the program nothing: wait() and finish() wait for the command only.
     if (onFree === undefined) return this[newCommand]();
@@ -1156,4 +1186,13 @@ function fillSize(offset: number, given: unknown, total: number, unit: number, w
     throw new RangeError(`${where}: ${size} bytes at offset ${offset} do not fit in ${total} bytes`);
   }
   return size;
+}
+
+/**
+ * The first `surrendered` allocations of a free command that did not happen are the program's
+ * again. Returns `error` for the caller to throw.
+ */
+function reclaimAll(given: SVMAllocation[], surrendered: number, error?: unknown): unknown {
+  for (let i = 0; i < surrendered; i++) given[i][reclaim]();
+  return error;
 }

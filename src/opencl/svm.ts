@@ -30,6 +30,7 @@ import {
   genuine,
   liveHandle,
   nativeHandle,
+  reclaim,
   surrender,
   svmAddress,
   svmChecked,
@@ -112,6 +113,8 @@ function checkDevices(context: Context, size: number, fineGrain: boolean, atomic
  */
 export class SVMAllocation {
   #pointer: Pointer | null;
+  /** What `surrender()` took, for `reclaim()`. */
+  #taken: Pointer | null = null;
   /** Made on first use: most allocations are only ever passed back to OpenCL as pointers. */
   #address: bigint | undefined = undefined;
   readonly context: Context;
@@ -243,9 +246,20 @@ export class SVMAllocation {
   [surrender](): Pointer {
     const pointer = this[svmPointer]();
     net.remove(this); // first: what throws must leave the allocation as it was (no double free)
+    this.#taken = pointer;
     this.#pointer = null;
     this.context[disownChild]();
     return pointer;
+  }
+
+  /**
+   * @internal The free command that took the pointer with `surrender()` did not happen (it threw,
+   * or failed): the allocation is the program's again, as before.
+   */
+  [reclaim](): void {
+    this.#pointer = this.#taken;
+    this.context[adoptChild]();
+    net.add(this);
   }
 
   /**
@@ -299,7 +313,8 @@ export class SVMAllocation {
 /** May be `async`: a rejection of the promise it returns counts as a throw. */
 export type SVMFreeCallback = (queue: CommandQueue, allocations: SVMAllocation[]) => unknown;
 
-interface PendingFree {
+/** A free that calls back, from its enqueue until its callback ran (its user_data is the id). */
+export interface PendingFree {
   readonly queue: CommandQueue;
   readonly context: Pointer;
   readonly allocations: SVMAllocation[];
@@ -310,7 +325,21 @@ interface PendingFree {
    * The callback holds the event loop until it came: with onFree, and in a Worker, whose end before
    * it had the driver thread call into a gone isolate. Else nothing is owed: the program may end first.
    */
-  readonly owed: boolean;
+  readonly holds: boolean;
+  /** Counted by owe(), once the enqueue returned without the callback (holds, and not arrived). */
+  owed: boolean;
+  /**
+   * The callback came and did its part (runFree is deferred), by a plain store after the last step
+   * that may throw: read by the enqueue whose call threw at the edge of the stack.
+   */
+  arrived: boolean;
+  /** The enqueue threw (before its callback came) or failed: the callback, should it come, does nothing. */
+  abandoned: boolean;
+  /**
+   * How many of `allocations` the free took from the program, after the call succeeded: all of
+   * them but where the edge of the stack stopped the enqueue. Only those are freed and passed on.
+   */
+  surrendered: number;
   readonly outcome: CallbackOutcome;
   /** Resolves `called`: onFree was called and returned (or threw), or will never be called. */
   readonly calledBack: () => void;
@@ -318,14 +347,31 @@ interface PendingFree {
 
 const pendingFrees = new IdTable<PendingFree>();
 
+/**
+ * NVIDIA calls it inside clEnqueueSVMFree, on the JS thread, where at the edge of the stack any
+ * step may throw RangeError; the enqueue's catch then reads `arrived` (a plain read: a call could
+ * throw again there). So `arrived` is set once runFree is deferred, and a step that throws leaves
+ * nothing the catch or a later step depends on half done.
+ */
 export const svmFreeTrampoline = trampolines.svmFree((_queue, _count, _pointers, id) => {
-  const entry = pendingFrees.delete(id);
-  if (entry === undefined) return;
-  if (entry.owed) paid();
+  const entry = pendingFrees.get(id);
+  if (entry === undefined || entry.arrived || entry.abandoned) return;
+  if (entry.owed) {
+    paid();
+    entry.owed = false;
+  }
   defer(runFree, entry);
+  entry.arrived = true;
+  pendingFrees.delete(id);
 });
 
 function runFree(entry: PendingFree): void {
+  // Deferred by a callback that ran out of stack before `arrived`: its enqueue threw, the program
+  // keeps the allocations. And an enqueue stopped before it took any allocation frees nothing.
+  if (!entry.arrived || entry.surrendered === 0) return entry.calledBack();
+  const allocations = entry.surrendered === entry.allocations.length
+    ? entry.allocations
+    : entry.allocations.slice(0, entry.surrendered);
   let threw = false;
   let failure: unknown;
   let later: PromiseLike<unknown> | undefined;
@@ -335,7 +381,7 @@ function runFree(entry: PendingFree): void {
     if (entry.onFree !== undefined) {
       const queue = entry.queue[callbackQueue]();
       if (queue !== entry.queue) borrowed = queue;
-      later = returnedPromise(entry.onFree(queue, entry.allocations));
+      later = returnedPromise(entry.onFree(queue, allocations));
     }
   } catch (error) {
     // Whatever was thrown, `undefined` included, is a failure.
@@ -343,8 +389,7 @@ function runFree(entry: PendingFree): void {
     failure = error;
   } finally {
     // pfn_free_func owns the freeing: every pointer exactly once, whatever onFree did.
-    const free = opencl_clSVMFree();
-    for (const pointer of entry.pointers) free(entry.context, pointer);
+    freeSurrendered(entry);
     entry.calledBack();
   }
   if (later === undefined) {
@@ -377,22 +422,42 @@ export function registerFree(
   allocations: SVMAllocation[],
   pointers: Pointer[],
   onFree: SVMFreeCallback | undefined,
-): { id: number; outcome: CallbackOutcome; called: Promise<void> } {
+): { id: number; entry: PendingFree; outcome: CallbackOutcome; called: Promise<void> } {
   const outcome = new CallbackOutcome("svmFree");
   let resolveCalled: (() => void) | undefined;
   const called = new Promise<void>((resolve) => (resolveCalled = resolve));
   const calledBack = executorRan(resolveCalled, called);
-  const owed = onFree !== undefined || inWorker;
-  const id = pendingFrees.add({ queue, context, allocations, pointers, onFree, owed, outcome, calledBack });
-  if (owed) {
-    try {
-      owe();
-    } catch (error) {
-      pendingFrees.delete(id); // the edge of the stack: nothing registered, nothing owed
-      throw error;
-    }
-  }
-  return { id, outcome, called };
+  const entry: PendingFree = {
+    queue,
+    context,
+    allocations,
+    pointers,
+    onFree,
+    holds: onFree !== undefined || inWorker,
+    owed: false,
+    arrived: false,
+    abandoned: false,
+    surrendered: 0,
+    outcome,
+    calledBack,
+  };
+  return { id: pendingFrees.add(entry), entry, outcome, called };
+}
+
+function freeSurrendered(entry: PendingFree): void {
+  const free = opencl_clSVMFree();
+  for (let i = 0; i < entry.surrendered; i++) free(entry.context, entry.pointers[i]);
+}
+
+/**
+ * The enqueue returned: a callback still to come holds the event loop from here. Not before the
+ * call: at the edge of the stack a count taken before it could not always be given back.
+ */
+export function oweFree(id: number): void {
+  const entry = pendingFrees.get(id);
+  if (entry === undefined || !entry.holds || entry.arrived || entry.owed) return;
+  owe();
+  entry.owed = true;
 }
 
 /**
@@ -415,10 +480,10 @@ export function watchFailure(id: number, eventSlot: BigUint64Array): void {
   if (entry === undefined || event === null) return;
   if (opencl().symbols.clRetainEvent(event) !== OpenCLStatus.CL_SUCCESS) return;
   watched.push({ id, entry, event });
-  if (poll === undefined || (!pollHoldsLoop && entry.owed)) {
+  if (poll === undefined || (!pollHoldsLoop && entry.holds)) {
     clearInterval(poll);
     poll = setInterval(pollFailures, POLL_MS);
-    pollHoldsLoop = entry.owed;
+    pollHoldsLoop = entry.holds;
     if (!pollHoldsLoop) backend.unrefTimer(poll);
   }
 }
@@ -431,9 +496,11 @@ function pollFailures(): void {
     let done = pendingFrees.get(id) !== entry;
     if (!done && (infoU32("clGetEventInfo", lib.clGetEventInfo, event, EventInfo.COMMAND_EXECUTION_STATUS) | 0) < 0) {
       pendingFrees.delete(id);
-      if (entry.owed) paid();
-      const free = opencl_clSVMFree();
-      for (const pointer of entry.pointers) free(entry.context, pointer);
+      if (entry.owed) {
+        paid();
+        entry.owed = false;
+      }
+      freeSurrendered(entry);
       entry.calledBack();
       entry.outcome.settle(false);
       done = true;
@@ -446,14 +513,13 @@ function pollFailures(): void {
   if (watched.length === 0) {
     clearInterval(poll);
     poll = undefined;
-  } else if (pollHoldsLoop && watched.every((w) => !w.entry.owed)) {
+  } else if (pollHoldsLoop && watched.every((w) => !w.entry.holds)) {
     backend.unrefTimer(poll!);
     pollHoldsLoop = false;
   }
 }
 
+/** The driver refused the free (an error status): it will never call. */
 export function abandonFree(id: number): void {
-  // paid() first: should it throw (the edge of the stack), the entry is still there to abandon.
-  if (pendingFrees.get(id)?.owed === true) paid();
   pendingFrees.delete(id);
 }
