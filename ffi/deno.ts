@@ -397,7 +397,13 @@ const exitListeners: [string, (event: Event) => void][] = [
  * In a Worker, `Deno.exit()` ends only that worker (and dispatches `unload` there): `_exit` would
  * end the whole process, so workers leave the guard out.
  */
-const inWorker = typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope === "function";
+/**
+ * A web Worker's global scope is a WorkerGlobalScope; a node:worker_threads Worker's is not, but
+ * has the global postMessage that Deno's main thread lacks (node:worker_threads' isMainThread says
+ * "main" in web Workers, and importing it costs every program 10 ms).
+ */
+const inWorker = typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope === "function" ||
+  typeof (globalThis as { postMessage?: unknown }).postMessage === "function";
 
 /** (Re)installs the exit listeners at the end of each event's list when async work starts. */
 function guardExit(): void {
@@ -575,8 +581,6 @@ export const eventRelayCounts = relayed.counts;
 
 export const backend: Backend = {
   runtime: "deno",
-  // In a Deno Worker (web or node:worker_threads, which Deno builds on web Workers) the global
-  // scope is a WorkerGlobalScope; node:worker_threads' isMainThread says "main" in web Workers.
   inWorker,
   requirePermissions,
   open,

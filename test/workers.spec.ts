@@ -78,6 +78,40 @@ describe("memlife in a Worker", () => {
     70_000,
   );
 
+  test(
+    "a node:worker_threads Worker is a Worker on every runtime: the main thread's device keeps its own figures, budget and monitor (child process)",
+    async () => {
+      // Deno's are not WorkerGlobalScopes: memlife took one for the main thread, whose native ledger
+      // it then shared (wrong figures, the budget lost, and a SIGSEGV once the Worker had ended).
+      const r = await runScript(new URL("./fixtures/worker-node-threads.ts", import.meta.url), [], { timeout: 60_000 });
+      const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+      assert.equal(r.timedOut, false, `hung:\n${out}`);
+      assert.equal(r.signal, null, `killed by ${r.signal}:\n${out}`);
+      assert.equal(r.code, 0, out);
+      const o = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as {
+        fromWorker: { refused: string[]; bytes: number };
+        before: { bytes: number; calls: number };
+        during: { bytes: number };
+        after: { bytes: number; calls: number };
+        mainCalls: number;
+        budget: number;
+      };
+      assert.deepEqual(
+        o.fromWorker.refused,
+        runtime === "node" ? [] : ["setMemoryMonitorFunction", "rtc.newDevice({ accounting: true })"],
+        out,
+      );
+      if (runtime === "node") assert.ok(o.fromWorker.bytes > 0, out);
+      assert.equal(o.before.bytes, 0, `the Worker's device showed in the main thread's: ${out}`);
+      assert.equal(o.before.calls, 0, out);
+      assert.ok(o.during.bytes > 0, out);
+      assert.equal(o.after.bytes, 0, out);
+      assert.equal(o.after.calls, o.mainCalls, "the main thread's monitor saw each of its device's calls");
+      assert.equal(o.budget, 2 ** 30);
+    },
+    70_000,
+  );
+
   test("two Workers at once while the main thread uses memlife", async () => {
     for (let round = 0; round < 2; round++) {
       const { workers } = await run("normal", "wait", 2);
