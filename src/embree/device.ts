@@ -62,7 +62,8 @@ export class Device {
     }
     // Embree 3.13.5 takes a negative cache size as a huge one, fails to map it with its cache's
     // locks held, and the next device that resizes the cache spins for ever (README, Measured facts).
-    const negative = /(?:^|[\s,])((?:tessellation_)?cache_size)\s*=\s*-/.exec(config);
+    // The key as Embree's tokenizer finds it: a whole identifier ([A-Za-z0-9_.]), whatever separates it.
+    const negative = /(?:^|[^A-Za-z0-9_.])((?:tessellation_)?cache_size)\s*=\s*-/.exec(config);
     if (negative !== null) {
       throw new RangeError(`rtc.newDevice: ${negative[1]} must not be negative, got ${JSON.stringify(config)}`);
     }

@@ -138,6 +138,8 @@ export class DeviceState {
   #syncOp: Operation | null = null;
   /** The commit in flight: commits of one device run one at a time, so that every relayed error has one owner. */
   #commitOp: Operation | null = null;
+  /** The account as the native release left it: read from here once its id may be another device's. */
+  #final: ReturnType<ReturnType<typeof accounts>["read"]> | null = null;
   #commitChain: Promise<void> = Promise.resolve();
 
   /**
@@ -211,7 +213,13 @@ export class DeviceState {
   }
 
   #drop(): void {
-    if (--this.#refs === 0) this.#release("rtcReleaseDevice", this.#handle, () => states.delete(this.id));
+    if (--this.#refs === 0) {
+      this.#release("rtcReleaseDevice", this.#handle, () => {
+        // The account is the next device's once the id is free: the released device keeps its figures.
+        this.#final = accounts().read(this.id);
+        states.delete(this.id);
+      });
+    }
   }
 
   onMonitor(bytes: number, post: boolean): boolean {
@@ -375,13 +383,13 @@ export class DeviceState {
   }
 
   get stats(): MemoryStats {
-    const { bytes, peak, calls, denied } = accounts().read(this.id);
+    const { bytes, peak, calls, denied } = this.#final ?? accounts().read(this.id);
     return { accounting: this.#accounting, bytes, peak, calls, denied };
   }
 
   /** Calls settled in native code without JS (a backend with a native ledger, and no JS monitor). */
   get settledNatively(): number {
-    return accounts().read(this.id).native;
+    return (this.#final ?? accounts().read(this.id)).native;
   }
 }
 
