@@ -578,6 +578,35 @@ describe("lifetimes", () => {
     }
     assert.ok(ctx.referenceCount <= before + 10, `context references: ${before} before, ${ctx.referenceCount} after`);
   }, 30_000);
+
+  test("a released event the program still holds does not keep its dropped queue from the safety net", async () => {
+    // A hostile pass: the event's command tracker, a closure over its queue, outlived its release.
+    const local = cl.createContext();
+    const kept: cl.Event[] = [];
+    let queue: WeakRef<cl.CommandQueue>;
+    (() => {
+      const q = local.createCommandQueue();
+      queue = new WeakRef(q);
+      const marker = q.enqueueMarker();
+      marker.release();
+      kept.push(marker);
+      const write = q.enqueueWriteBuffer(local.createBuffer(16), new Uint8Array(16));
+      write.release();
+      kept.push(write);
+    })();
+    // deref() keeps its target alive until the job ends: never in the job of a gc().
+    let collected = false;
+    for (let i = 0; i < 100 && !(collected && local.liveObjects === 0); i++) {
+      gc();
+      await sleep(20);
+      collected = queue!.deref() === undefined;
+      await sleep(0);
+    }
+    assert.equal(collected, true, "the queue was never collected");
+    assert.equal(local.liveObjects, 0);
+    assert.equal(kept.length, 2);
+    local.release();
+  }, 30_000);
 });
 
 describe("references: retain() and release()", () => {

@@ -169,6 +169,13 @@ export class Event extends ContextChild {
 
   override [releaseHandle](handle: Pointer): number {
     const tracker = this.#tracker;
+    if (!this.alive) {
+      // The last reference: the tracker (a closure over the queue) and the outcome must not outlive
+      // it, or a released event the program keeps would keep a dropped queue from the safety net.
+      // A wait() under way holds its own.
+      this.#tracker = undefined;
+      this.#after = undefined;
+    }
     return this.#quiet && tracker !== undefined && tracker.open()
       ? unguarded.clReleaseEvent(handle)
       : symbols.clReleaseEvent(handle);
