@@ -6,9 +6,10 @@
  */
 import { afterAll, describe, test } from "vitest";
 import { spawnSync } from "node:child_process";
+import process from "node:process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { assert, gc, runScript, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, onCallbackError } from "../src/mod.ts";
@@ -244,7 +245,13 @@ function buildSyncDriver(): { path: string; dir: string } | { skip: string } {
   const dir = mkdtempSync(join(tmpdir(), "memlife-sync-driver-"));
   const path = join(dir, "libsync-driver.so");
   const source = fileURLToPath(new URL("./native/sync-driver.c", import.meta.url));
-  const r = spawnSync("cc", ["-O2", "-fPIC", "-shared", "-o", path, source, "-lOpenCL", "-ldl"], { encoding: "utf8" });
+  // Over the ICD loader memlife itself would open: where OPENCL_LIBRARY names one (the GPU
+  // machine's, beside another loader on LD_LIBRARY_PATH), by its path and an RPATH that wins.
+  const given = process.env.OPENCL_LIBRARY;
+  const loader = given !== undefined && isAbsolute(given)
+    ? [given, `-Wl,--disable-new-dtags,-rpath,${dirname(given)}`]
+    : ["-lOpenCL"];
+  const r = spawnSync("cc", ["-O2", "-fPIC", "-shared", "-o", path, source, ...loader, "-ldl"], { encoding: "utf8" });
   if (r.error !== undefined || r.status !== 0) {
     rmSync(dir, { recursive: true, force: true });
     return { skip: `cannot build test/native/sync-driver.c (${r.error?.message ?? r.stderr.trim()})` };

@@ -1,0 +1,540 @@
+/**
+ * Promises README.md makes that no other spec would catch if they broke: each test quotes the
+ * promise it holds memlife to. Every test makes its own context or device and releases it.
+ */
+import { afterAll, describe, test } from "vitest";
+import { assert, runScript, runtime, skip, sleep, withTimeout } from "./helpers.ts";
+import { cl, EmbreeError, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
+import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
+
+// Whatever a test left behind, the next spec file's process starts clean; this is for the tests here.
+afterAll(() => onCallbackError(null));
+
+const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
+
+/** One triangle. */
+const tri = () => [new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]), new Uint32Array([0, 1, 2])] as const;
+
+/** `triangles` small triangles in a 100-unit cube, the same on every run (an LCG). */
+function mesh(triangles: number): { vertices: Float32Array; indices: Uint32Array } {
+  const vertices = new Float32Array(triangles * 9);
+  let seed = 12345;
+  const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  for (let t = 0; t < triangles; t++) {
+    const x = rand() * 100, y = rand() * 100, z = rand() * 100;
+    for (let k = 0; k < 9; k += 3) {
+      vertices[t * 9 + k] = x + rand();
+      vertices[t * 9 + k + 1] = y + rand();
+      vertices[t * 9 + k + 2] = z + rand();
+    }
+  }
+  return { vertices, indices: Uint32Array.from({ length: triangles * 3 }, (_, i) => i) };
+}
+
+/** Polls `condition` every 5 ms until it holds; fails after `ms`. */
+async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
+    await sleep(5);
+  }
+}
+
+/** A child fixture's one JSON line, after checking that it ran to its end. */
+async function childReport(
+  name: string,
+  env: Record<string, string> = {},
+  args: string[] = [],
+): Promise<Record<string, unknown>> {
+  const result = await runScript(fixture(name), args, { env, timeout: 30_000 });
+  const out = `${result.stdout}${result.stderr}`.trim().slice(-3000);
+  assert.equal(result.timedOut, false, `${name} hung:\n${out}`);
+  assert.equal(result.signal, null, `${name} killed by ${result.signal}:\n${out}`);
+  assert.equal(result.code, 0, `${name} exit code ${result.code}:\n${out}`);
+  const last = result.stdout.trim().split("\n").at(-1) ?? "";
+  return JSON.parse(last) as Record<string, unknown>;
+}
+
+function needSVM(ctx: cl.Context, fineGrain = false): void {
+  const device = ctx.devices[0];
+  if (!device.svm.coarseGrainBuffer) {
+    ctx.release();
+    skip(`device "${device.name}" has no SVM (CL_DEVICE_SVM_CAPABILITIES = 0)`);
+  }
+  if (fineGrain && !device.svm.fineGrainBuffer) {
+    ctx.release();
+    skip(`device "${device.name}" has no fine-grain SVM buffers`);
+  }
+}
+
+// --- OpenCL ---------------------------------------------------------------------------------------
+
+describe("README, OpenCL", () => {
+  test('"A promise asked for after that resolves" (buf.destroyed), and onCallbackError gets source "destructor"', async () => {
+    const ctx = cl.createContext();
+    const seen: [string, string][] = [];
+    onCallbackError((e, source) => void seen.push([String(e), source]));
+    try {
+      const b = ctx.createBuffer(64);
+      b.setDestructorCallback(() => {
+        throw new Error("boom");
+      });
+      // `destroyed` is not read before the callbacks ran: the exception goes to onCallbackError.
+      b.release();
+      await until(() => seen.length > 0, 5_000, "onCallbackError was not called");
+      await withTimeout(b.destroyed, 2_000, "destroyed asked for after the callbacks ran");
+      assert.deepEqual(seen, [["Error: boom", "destructor"]]);
+    } finally {
+      onCallbackError(null);
+      ctx.release();
+    }
+  });
+
+  test('"liveObjects (children not yet released natively, for leak checks)"', async () => {
+    const ctx = cl.createContext();
+    try {
+      assert.equal(ctx.liveObjects, 0);
+      const buf = ctx.createBuffer(64);
+      const queue = ctx.createCommandQueue();
+      const event = ctx.createUserEvent();
+      assert.equal(ctx.liveObjects, 3, "a buffer, a queue and a user event");
+      buf.release();
+      event.setStatus(cl.ExecutionStatus.COMPLETE);
+      event.release();
+      assert.equal(ctx.liveObjects, 1, "the queue is left");
+      queue.release();
+      // A queue's native release may run off the JS thread.
+      await until(() => ctx.liveObjects === 0, 5_000, "the queue's native release");
+    } finally {
+      ctx.release();
+    }
+  });
+
+  test('"A WebAssembly.Memory that grows detaches its old ArrayBuffer too: a hostPtr: "use" buffer over it is then refused"', async () => {
+    const ctx = cl.createContext();
+    const queue = ctx.createCommandQueue();
+    try {
+      const mem = new WebAssembly.Memory({ initial: 1, maximum: 4 });
+      const buf = ctx.createBuffer(new Uint8Array(mem.buffer, 0, 4096), { hostPtr: "use" });
+      const gone = buf.destroyed;
+      // Before the growth the buffer works (the refusals below are the growth's doing).
+      await queue.writeBuffer(buf, new Uint8Array(16).fill(7));
+      assert.equal(new Uint8Array(mem.buffer)[15], 7);
+      mem.grow(1);
+      assert.throws(() => queue.enqueueWriteBuffer(buf, new Uint8Array(16)), TypeError);
+      assert.throws(() => queue.enqueueReadBuffer(buf, new Uint8Array(16)), TypeError);
+      assert.throws(() => queue.enqueueFillBuffer(buf, new Uint8Array([1])), TypeError);
+      buf.release();
+      await withTimeout(gone, 5_000, "destroyed of the buffer over the grown memory");
+      await queue.finish();
+    } finally {
+      queue.release();
+      ctx.release();
+    }
+  });
+
+  test('"clSVMAlloc reports no code: its NULL becomes CL_MEM_OBJECT_ALLOCATION_FAILURE with a sentence saying so"', () => {
+    const ctx = cl.createContext();
+    try {
+      needSVM(ctx);
+      let alloc: cl.SVMAllocation | undefined;
+      let error: unknown;
+      try {
+        alloc = ctx.svmAlloc(64, { alignment: 2 ** 31 });
+      } catch (e) {
+        error = e;
+      }
+      if (alloc) {
+        alloc.release();
+        skip("the driver allocated 64 bytes aligned to 2 GiB: clSVMAlloc returned no NULL to test");
+      }
+      assert.ok(error instanceof OpenCLError, String(error));
+      assert.equal(error.fn, "clSVMAlloc");
+      assert.equal(error.codeName, "CL_MEM_OBJECT_ALLOCATION_FAILURE");
+      assert.match(error.message, /NULL/);
+    } finally {
+      ctx.release();
+    }
+  });
+
+  test('"enqueueSVMFree refuses an allocation ... whose memory is a hostPtr: "use" buffer\'s (CL_INVALID_OPERATION, before the native call)"', async () => {
+    const ctx = cl.createContext();
+    needSVM(ctx, true);
+    const queue = ctx.createCommandQueue();
+    try {
+      const svm = ctx.svmAlloc(4096, { fineGrain: true });
+      const buf = ctx.createBuffer(new Uint8Array(svm.arrayBuffer), { hostPtr: "use" });
+      assert.throws(
+        () => queue.enqueueSVMFree([svm]),
+        (e: unknown) =>
+          e instanceof OpenCLError && e.codeName === "CL_INVALID_OPERATION" && e.fn === "clEnqueueSVMFree",
+      );
+      assert.equal(svm.alive, true, "the refused free took nothing");
+      buf.release();
+      await withTimeout(buf.destroyed, 5_000, "destroyed");
+      // "release that buffer, first": then the free goes through.
+      let freed = 0;
+      const event = queue.enqueueSVMFree([svm], { onFree: (_q, list) => void (freed = list.length) });
+      await withTimeout(event.wait(), 5_000, "the SVM free");
+      event.release();
+      assert.equal(freed, 1);
+      assert.equal(svm.alive, false);
+    } finally {
+      queue.release();
+      ctx.release();
+    }
+  });
+
+  test("\"an async onFree's promise is waited for by ... the queue's release, not by finish()\"", async () => {
+    const ctx = cl.createContext();
+    needSVM(ctx);
+    const q = ctx.createCommandQueue();
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let called = false;
+    let settled = false;
+    const ev = q.enqueueSVMFree([ctx.svmAlloc(64)], {
+      onFree: async () => {
+        called = true;
+        await gate; // opened by the test below, not by a timer: the order is forced
+        settled = true;
+      },
+    });
+    try {
+      await withTimeout(q.finish(), 5_000, "finish()");
+      assert.equal(called, true, "finish() resolves once every onFree was called");
+      assert.equal(settled, false, "finish() does not wait for the async onFree's promise");
+      q.release();
+      ev.release();
+      // However long we wait, the native queue stays until the onFree's promise settled.
+      await sleep(150);
+      assert.equal(settled, false);
+      assert.equal(ctx.liveObjects, 1, "the queue's native release waits for the onFree's promise");
+      open();
+      await until(() => ctx.liveObjects === 0, 5_000, "the queue's native release after onFree settled");
+      assert.equal(settled, true);
+    } finally {
+      open();
+      q.release();
+      ev.release();
+      ctx.release();
+    }
+  });
+
+  test('"Options ... undefined means none"', async () => {
+    const ctx = cl.createContext();
+    const queue = ctx.createCommandQueue(undefined);
+    try {
+      assert.equal(queue.device, ctx.devices[0], "createCommandQueue(undefined): the context's first device");
+      const b = ctx.createBuffer(16, undefined);
+      assert.equal(b.size, 16);
+      const data = Uint8Array.from({ length: 16 }, (_, i) => i + 1);
+      await queue.writeBuffer(b, data, undefined);
+      assert.deepEqual(await queue.readBuffer(b, new Uint8Array(16), undefined), data);
+      b.release();
+      if (ctx.devices[0].svm.coarseGrainBuffer) {
+        const a = ctx.svmAlloc(64, undefined);
+        assert.equal(a.size, 64);
+        const event = queue.enqueueSVMFree([a], undefined);
+        await withTimeout(event.wait(), 5_000, "the SVM free");
+        event.release();
+        assert.equal(a.alive, false);
+      }
+      // Not "anything goes": a misspelt key is still refused.
+      assert.throws(() => ctx.createBuffer(16, { acess: "read_only" } as never), TypeError);
+    } finally {
+      queue.release();
+      ctx.release();
+    }
+  });
+
+  test('onCallbackError source "svmFree": an onFree that throws', async () => {
+    const ctx = cl.createContext();
+    needSVM(ctx);
+    const queue = ctx.createCommandQueue();
+    const sources: string[] = [];
+    const errors: string[] = [];
+    onCallbackError((e, source) => {
+      sources.push(source);
+      errors.push(String(e));
+    });
+    try {
+      queue.enqueueSVMFree([ctx.svmAlloc(64)], {
+        onFree() {
+          throw new Error("x");
+        },
+      }).release();
+      await withTimeout(queue.finish(), 5_000, "finish()");
+      assert.deepEqual(sources, ["svmFree"]);
+      assert.deepEqual(errors, ["Error: x"]);
+    } finally {
+      onCallbackError(null);
+      queue.release();
+      ctx.release();
+    }
+  });
+
+  test('"the allocations onFree gets ... (alive is false, arrayBuffer throws ReleasedError), and their memory stays valid until onFree returned"', async () => {
+    const ctx = cl.createContext();
+    needSVM(ctx, true);
+    const queue = ctx.createCommandQueue();
+    try {
+      const svm = ctx.svmAlloc(256, { fineGrain: true });
+      const view = new Uint8Array(svm.arrayBuffer).fill(42);
+      let inside: Record<string, unknown> | undefined;
+      const event = queue.enqueueSVMFree([svm], {
+        onFree: (_q, freed) => {
+          let thrown: unknown;
+          try {
+            void freed[0].arrayBuffer;
+          } catch (e) {
+            thrown = e;
+          }
+          inside = {
+            same: freed[0] === svm,
+            alive: freed[0].alive,
+            releasedError: thrown instanceof ReleasedError,
+            all42: view.every((x) => x === 42),
+          };
+        },
+      });
+      assert.equal(svm.alive, false, "handed to the free at enqueue");
+      await withTimeout(event.wait(), 5_000, "the SVM free");
+      event.release();
+      assert.deepEqual(inside, { same: true, alive: false, releasedError: true, all42: true });
+    } finally {
+      queue.release();
+      ctx.release();
+    }
+  });
+});
+
+// --- Embree ---------------------------------------------------------------------------------------
+
+describe("README, Embree", () => {
+  test('"rtc.version (null until the first device; load() fills it at once)" (child process)', async () => {
+    const r = await childReport("readme-rtc-version.ts");
+    assert.equal(r.before, null);
+    const loaded = r.loaded as Record<string, unknown>;
+    assert.equal(typeof loaded.major, "number");
+    assert.match(String(loaded.string), /^\d+\.\d+\.\d+/);
+    assert.deepEqual(r.after, r.loaded);
+    assert.equal(r.same, true, "rtc.version is the object load() returned");
+  });
+
+  test('"Only an explicit false refuses": a monitor returning 0, null, "", NaN or nothing allows', async () => {
+    const device = rtc.newDevice("threads=1", { accounting: true });
+    try {
+      for (const answer of [0, null, "", NaN, undefined]) {
+        let allocations = 0;
+        device.setMemoryMonitorFunction((bytes, post) => {
+          if (bytes > 0 && !post) allocations++;
+          return answer as unknown as boolean;
+        });
+        const scene = device.newScene();
+        scene.addTriangleMesh(...tri());
+        await scene.commit();
+        assert.equal(scene.committed, true, `answer ${String(answer)}`);
+        scene.release();
+        assert.ok(allocations > 0, `answer ${String(answer)}: the monitor was asked about allocations`);
+        assert.equal(device.memory.denied, 0, `answer ${String(answer)}`);
+      }
+      // ...and `false` does refuse.
+      device.setMemoryMonitorFunction((bytes) => !(bytes > 0));
+      const scene = device.newScene();
+      assert.throws(() => scene.addTriangleMesh(...tri()), EmbreeError);
+      scene.release();
+      assert.ok(device.memory.denied > 0);
+    } finally {
+      device.release();
+    }
+  });
+
+  test('"a refusal only matters for allocations (bytes > 0)": a monitor refusing every free', async () => {
+    const errors: unknown[] = [];
+    onCallbackError((e) => void errors.push(e));
+    const device = rtc.newDevice("threads=1", { accounting: true });
+    let frees = 0;
+    try {
+      device.setMemoryMonitorFunction((bytes) => {
+        if (bytes < 0) frees++;
+        return bytes > 0;
+      });
+      const scene = device.newScene();
+      scene.addTriangleMesh(...tri());
+      await scene.commit();
+      assert.equal(scene.committed, true);
+      scene.release();
+      device.release();
+      assert.ok(frees > 0, "the monitor refused frees");
+      assert.equal(device.memory.bytes, 0);
+      assert.equal(device.memory.denied, 0);
+      await sleep(10);
+      assert.deepEqual(errors, []);
+    } finally {
+      device.release();
+      onCallbackError(null);
+    }
+  });
+
+  test('"The monitor ... a monitor that calls Embree: the allocations of that call run the monitor inside it"', async () => {
+    const device = rtc.newDevice("threads=1", { accounting: true });
+    let depth = 0;
+    let maxDepth = 0;
+    let nested = false;
+    let nestedId: number | undefined;
+    try {
+      device.setMemoryMonitorFunction((bytes) => {
+        depth++;
+        maxDepth = Math.max(maxDepth, depth);
+        try {
+          if (bytes > 0 && !nested) {
+            nested = true;
+            const inner = device.newScene();
+            nestedId = inner.addTriangleMesh(...tri());
+            inner.release();
+          }
+        } finally {
+          depth--;
+        }
+      });
+      const scene = device.newScene();
+      scene.addTriangleMesh(...tri());
+      await scene.commit();
+      scene.release();
+      device.release();
+      assert.equal(nested, true);
+      assert.equal(nestedId, 0, "the scene made inside the monitor got its mesh");
+      assert.ok(maxDepth >= 2, `the monitor was re-entered (max depth ${maxDepth})`);
+      assert.equal(depth, 0);
+      assert.equal(device.memory.bytes, 0, "every byte came back");
+    } finally {
+      device.release();
+    }
+  });
+
+  test('"the commits of one device run one after another"', async () => {
+    const device = rtc.newDevice("threads=0");
+    const big = device.newScene();
+    const small = device.newScene();
+    try {
+      const m = mesh(300_000);
+      big.addTriangleMesh(m.vertices, m.indices);
+      small.addTriangleMesh(...tri());
+      const order: string[] = [];
+      // The small commit alone takes microseconds, the big one tens of milliseconds: run at once,
+      // the small would settle first. One after another, it settles after the big one, always.
+      const commits = [big.commit().then(() => order.push("big")), small.commit().then(() => order.push("small"))];
+      await withTimeout(Promise.all(commits), 9_000, "the commits");
+      assert.deepEqual(order, ["big", "small"]);
+    } finally {
+      big.release();
+      small.release();
+      device.release();
+    }
+  });
+
+  test('"while commits of different devices run at once"', async () => {
+    // Forced order, no timing: device A's commit (one triangle: 2 allocations, from the thread that
+    // runs the commit) starts device B's commit from A's monitor at its first allocation, then holds
+    // at its second, spinning on the JS thread until B's commit has allocated. B's accounting is
+    // settled in C (the native ledger), so B's counters move without the JS thread. If commits of
+    // different devices ran one after another, B's could not start while A's is held: the wait
+    // runs out and the test fails.
+    const b = rtc.newDevice("threads=0", { accounting: true });
+    const a = rtc.newDevice("threads=1");
+    if (monitorDiagnostics(b).nativeLedger !== true) {
+      a.release();
+      b.release();
+      skip("no native ledger in this process: B's accounting needs the JS thread that A's monitor holds");
+    }
+    const sceneA = a.newScene();
+    const sceneB = b.newScene();
+    let commitB: Promise<void> | undefined;
+    try {
+      sceneA.addTriangleMesh(...tri());
+      const m = mesh(2_000);
+      sceneB.addTriangleMesh(m.vertices, m.indices);
+      const callsBefore = b.memory.calls;
+      let armed = false;
+      let allocations = 0;
+      let sawB: boolean | undefined;
+      a.setMemoryMonitorFunction((bytes) => {
+        if (!armed || !(bytes > 0)) return;
+        allocations++;
+        if (allocations === 1) {
+          // A's commit is in flight (its thread waits for this answer); B's starts now.
+          commitB = sceneB.commit();
+        } else if (allocations === 2) {
+          const end = Date.now() + 5_000;
+          while (b.memory.calls === callsBefore && Date.now() < end) {
+            // spin: A's commit waits for this answer
+          }
+          sawB = b.memory.calls > callsBefore;
+        }
+      });
+      armed = true;
+      const commitA = sceneA.commit();
+      await withTimeout(commitA, 9_000, "A's commit");
+      armed = false;
+      assert.ok(commitB, "A's commit asked its monitor about an allocation");
+      await withTimeout(commitB, 9_000, "B's commit");
+      assert.ok(allocations >= 2, `A's commit made ${allocations} allocations; the test needs 2`);
+      assert.equal(sawB, true, "B's commit allocated while A's commit waited in A's monitor");
+    } finally {
+      await commitB?.catch(() => {});
+      sceneA.release();
+      sceneB.release();
+      a.release();
+      b.release();
+    }
+  });
+});
+
+// --- errors ---------------------------------------------------------------------------------------
+
+describe("README, Errors", () => {
+  test('"WorkerError { feature, runtime }": OpenCL in a Worker (child process)', async () => {
+    const r = await childReport("readme-worker-host.ts");
+    assert.equal(r.error, undefined, String(r.error));
+    for (const call of ["getPlatforms", "createContext"]) {
+      const e = r[call] as Record<string, unknown>;
+      assert.equal(e.isWorkerError, true, `${call}: ${JSON.stringify(e)}`);
+      assert.equal(e.name, "WorkerError");
+      assert.equal(e.feature, "OpenCL");
+      assert.equal(e.runtime, runtime);
+      assert.match(String(e.message), new RegExp(`^OpenCL is not available in a Worker on ${runtime}: .+`));
+    }
+  });
+
+  test('"No OpenCL platform: cl.getPlatforms() is empty and cl.createContext() throws ... CL_PLATFORM_NOT_FOUND_KHR" (child process)', async () => {
+    const r = await childReport("readme-no-platform.ts", { OCL_ICD_VENDORS: "/nonexistent", OCL_ICD_FILENAMES: "" });
+    assert.equal(r.platforms, 0);
+    const e = r.context as Record<string, unknown>;
+    assert.equal(e.isOpenCLError, true, JSON.stringify(e));
+    assert.equal(e.codeName, "CL_PLATFORM_NOT_FOUND_KHR");
+    assert.equal(e.fn, "clGetPlatformIDs");
+    assert.match(String(e.message), /\/etc\/OpenCL\/vendors/);
+    assert.match(String(e.message), /OCL_ICD_VENDORS/);
+    assert.match(String(e.message), /OCL_ICD_FILENAMES/);
+  });
+
+  test('"LibraryLoadError { library, tried }: ... the cause of each failure" (child process)', async () => {
+    const r = await childReport("readme-library-load.ts", {
+      OPENCL_LIBRARY: "/nonexistent/libOpenCL.so.1",
+      EMBREE_LIBRARY: "/nonexistent/libembree4.so.4",
+    });
+    const expected = {
+      opencl: ["OpenCL", "/nonexistent/libOpenCL.so.1"],
+      embree: ["Embree", "/nonexistent/libembree4.so.4"],
+    };
+    for (const [key, [library, path]] of Object.entries(expected)) {
+      const e = r[key] as Record<string, unknown>;
+      assert.equal(e.isLibraryLoadError, true, `${key}: ${JSON.stringify(e)}`);
+      assert.equal(e.name, "LibraryLoadError");
+      assert.equal(e.library, library);
+      assert.ok((e.tried as string[]).includes(path), `${key}: tried ${JSON.stringify(e.tried)}`);
+      assert.match(String(e.message), /Failures: \/nonexistent\/\S+: .+/);
+    }
+  });
+});
