@@ -300,7 +300,14 @@ export class SafetyNet<H> {
   #held: (H | undefined)[] | undefined = undefined;
   #scheduled = false;
   constructor(finalize: (held: H) => void) {
-    this.#registry = new FinalizationRegistry(finalize);
+    // A finalizer's native release that fails has no caller: it goes where callbacks' errors go.
+    this.#registry = new FinalizationRegistry((held) => {
+      try {
+        finalize(held);
+      } catch (error) {
+        reportCallbackError(error, "release");
+      }
+    });
   }
   add(object: Finalizable<H>, held?: H): void {
     const i = this.#count++;

@@ -297,7 +297,17 @@ export class Buffer {
     // A `hostPtr: "use"` view must stay alive until the native side lets go, not until release().
     // Such a buffer stays out of the safety net and is held (the README: it must be released).
     if ((this.flags & MemFlags.USE_HOST_PTR) !== 0) {
-      const entry = this.#watch();
+      let entry: Destructor;
+      try {
+        entry = this.#watch();
+      } catch (error) {
+        // Without its destructor callback nobody could tell when the memory is free again: no buffer.
+        const handle = this.#handle!;
+        this.#handle = null;
+        unguarded.clReleaseMemObject(handle);
+        this.context[disownChild]();
+        throw error;
+      }
       entry.hostMemory = hostMemory;
       entry.buffer = this;
       if (held !== undefined) holdAllocation(entry, held);
@@ -407,7 +417,12 @@ export class Buffer {
           new ReleasedError("Buffer (read `destroyed` or set a destructor callback before the last release())"),
         );
       }
-      entry = this.#watch();
+      try {
+        entry = this.#watch();
+      } catch (error) {
+        // A getter of a promise rejects: the driver could not register the callback.
+        return Promise.reject(error);
+      }
     }
     return entry.promise ??= promiseFor(entry);
   }

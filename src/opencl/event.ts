@@ -41,9 +41,14 @@ const userKind = childKind({
  */
 function abandon(handle: Pointer): void {
   const s = opencl().symbols;
-  if ((infoU32("clGetEventInfo", s.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0) > 0) {
-    s.clSetUserEventStatus(handle, OpenCLStatus.CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+  let unset = true;
+  try {
+    unset = (infoU32("clGetEventInfo", s.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0) > 0;
+  } catch {
+    // The status could not be read: failed all the same (on one already set it fails, harmlessly),
+    // and the release goes on.
   }
+  if (unset) s.clSetUserEventStatus(handle, OpenCLStatus.CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
 }
 
 /**

@@ -423,6 +423,8 @@ export class CommandQueue {
   #waits = 0;
   #waitMax = 0;
   #checkScheduled = false;
+  /** Arms the driver refused in a row (see #retryCheck). */
+  #armFailures = 0;
   readonly context: Context;
   readonly device: Device;
   [inRegistry] = false;
@@ -970,10 +972,13 @@ export class CommandQueue {
     if (svm !== undefined) { for (let i = 0; i < svm.length; i++) svm[i][useSVM](); }
     const s = opencl().symbols;
     const handle = event[liveHandle]();
-    check("clRetainEvent", s.clRetainEvent(handle));
-    if (this.#newest !== null) s.clReleaseEvent(this.#newest);
-    this.#newest = handle;
-    this.#newestSeq = seq;
+    // The command is enqueued whatever happens here: the program must get its event (a throw would
+    // have it enqueue the command again). Without a reference of its own, #check arms a marker.
+    if (s.clRetainEvent(handle) === OpenCLStatus.CL_SUCCESS) {
+      if (this.#newest !== null) s.clReleaseEvent(this.#newest);
+      this.#newest = handle;
+      this.#newestSeq = seq;
+    }
     this.#scheduleCheck();
   }
 
@@ -1012,11 +1017,19 @@ export class CommandQueue {
     open: () => this.#handle !== null,
   };
 
-  #scheduleCheck(): void {
+  #scheduleCheck(delay = ARM_AFTER_MS): void {
     if (this.#checkScheduled) return;
     // Marked once setTimeout returned: at the edge of the stack it may throw (see callbacks.ts `schedule`).
-    setTimeout(this.#check, ARM_AFTER_MS);
+    const timer = setTimeout(this.#check, delay);
     this.#checkScheduled = true;
+    // A retry holds nothing: a wait, finish() or a later command completes the pins meanwhile.
+    if (delay !== ARM_AFTER_MS) backend.unrefTimer(timer);
+  }
+
+  /** The driver could not arm (out of resources): again later, less and less often. */
+  #retryCheck(): void {
+    this.#armFailures++;
+    this.#scheduleCheck(Math.min(1000, ARM_AFTER_MS << Math.min(10, this.#armFailures)));
   }
 
   /** Arms a completion callback on the newest pinned command, unless a wait in progress covers it. */
@@ -1027,8 +1040,19 @@ export class CommandQueue {
     const newest = pins[pins.length - 1].seq;
     // That wait's end prunes, and checks again.
     if (this.#waits > 0 && this.#waitMax >= newest) return;
-    if (this.#armedSeq >= newest || this.#newest === null || this.#newestSeq !== newest) return;
-    const handle = this.#newest;
+    if (this.#armedSeq >= newest) return;
+    if (this.#newest === null || this.#newestSeq !== newest) {
+      // The newest pinned command's event has no reference of the queue's (clRetainEvent failed):
+      // a marker enqueued now completes after it, in order.
+      const queue = this.#handle;
+      if (queue === null) return; // released: the pins wait for a wait of the program's
+      const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
+      if (marker(queue, 0, null, eventOut) !== OpenCLStatus.CL_SUCCESS) return this.#retryCheck();
+      if (this.#newest !== null) opencl().symbols.clReleaseEvent(this.#newest);
+      this.#newest = backend.fromAddress(eventOut[0]);
+      this.#newestSeq = newest;
+    }
+    const handle = this.#newest!;
     this.#newest = null; // the armed entry owns this reference now
     const id = armed.add({ queue: this, seq: newest, handle });
     // In a Worker the callback holds the event loop until it came: a Worker that ended before
@@ -1043,11 +1067,13 @@ export class CommandQueue {
       id,
     ) as number;
     if (status !== OpenCLStatus.CL_SUCCESS) {
+      // No caller to tell (a timer runs this): the queue keeps the event and tries again.
       armed.delete(id);
       if (inWorker) paid();
-      opencl().symbols.clReleaseEvent(handle);
+      this.#newest = handle;
+      return this.#retryCheck();
     }
-    check("clSetEventCallback", status);
+    this.#armFailures = 0;
     this.#armedSeq = newest;
   };
 

@@ -1,0 +1,107 @@
+// An OpenCL driver that fails one call (test/native/fault-driver.c, as OPENCL_LIBRARY): every
+// failure reaches the program as an OpenCLError (or onCallbackError where no caller waits), and
+// leaves nothing behind natively, no half-released object, nothing uncaught. Each case runs
+// test/fixtures/fault-driver.ts in a child process. From a hostile pass (a fault-injecting driver):
+// each case failed before its fix.
+import { afterAll, describe, test } from "vitest";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, isAbsolute, join } from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { assert, runScript, skip } from "./helpers.ts";
+
+/** test/native/fault-driver.c built over the ICD loader memlife would open, or why it cannot be. */
+function build(): { path: string; dir: string } | { skip: string } {
+  const dir = mkdtempSync(join(tmpdir(), "memlife-fault-driver-"));
+  const path = join(dir, "libfault-driver.so");
+  const source = fileURLToPath(new URL("./native/fault-driver.c", import.meta.url));
+  // Where OPENCL_LIBRARY names the loader (the GPU machine's, beside another on LD_LIBRARY_PATH):
+  // by its path and an RPATH that wins. --no-as-needed: the library calls it only through dlsym.
+  const given = process.env.OPENCL_LIBRARY;
+  const loader = given !== undefined && isAbsolute(given)
+    ? [given, `-Wl,--disable-new-dtags,-rpath,${dirname(given)}`]
+    : ["-lOpenCL"];
+  const r = spawnSync("cc", ["-O2", "-fPIC", "-shared", "-o", path, source, "-Wl,--no-as-needed", ...loader, "-ldl"], {
+    encoding: "utf8",
+  });
+  if (r.error !== undefined || r.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    return { skip: `cannot build test/native/fault-driver.c (${r.error?.message ?? r.stderr.trim()})` };
+  }
+  return { path, dir };
+}
+
+const driver = build();
+afterAll(() => {
+  if ("dir" in driver) rmSync(driver.dir, { recursive: true, force: true });
+});
+
+async function withFailure(name: string, fn: string): Promise<Record<string, unknown>> {
+  if ("skip" in driver) skip(driver.skip);
+  const r = await runScript(new URL("./fixtures/fault-driver.ts", import.meta.url), [name], {
+    timeout: 30_000,
+    env: { OPENCL_LIBRARY: driver.path, MEMLIFE_FAIL_FN: fn, MEMLIFE_FAIL_NTH: "1" },
+  });
+  const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+  assert.equal(r.timedOut, false, `hung:\n${out}`);
+  assert.equal(r.signal, null, out);
+  assert.equal(r.code, 0, `uncaught, or a wrong exit:\n${out}`);
+  const report = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+  assert.equal(report.injected, 1, `the driver's failure did not happen: ${out}`);
+  assert.equal(report.live, 0, `left behind natively: ${out}`);
+  assert.deepEqual(report.reported, [], out);
+  return report;
+}
+
+describe("a driver that fails one call", () => {
+  test(
+    'clSetMemObjectDestructorCallback, for a hostPtr "use" buffer: createBuffer throws, and the buffer is released',
+    async () => {
+      const r = await withFailure("use-buffer", "clSetMemObjectDestructorCallback");
+      assert.equal(r.threw, "clSetMemObjectDestructorCallback CL_OUT_OF_RESOURCES");
+      assert.equal(r.liveAfterFailure, 0, "the cl_mem leaked, and its context with it");
+    },
+    40_000,
+  );
+
+  test(
+    "clSetMemObjectDestructorCallback, for `destroyed`: a rejected promise, not a throw; a later callback still works",
+    async () => {
+      const r = await withFailure("destroyed", "clSetMemObjectDestructorCallback");
+      assert.equal(r.getterThrew, undefined, "the getter threw");
+      assert.equal(r.rejected, "clSetMemObjectDestructorCallback CL_OUT_OF_RESOURCES");
+      assert.equal(r.callbackRan, true);
+    },
+    40_000,
+  );
+
+  test("clGetEventInfo, as a user event's last release checks its status: the release still happens", async () => {
+    const r = await withFailure("user-event", "clGetEventInfo");
+    assert.equal(r.threw, false, "release() threw halfway, leaving the event and its context");
+  }, 40_000);
+
+  test("clGetEventInfo, as the safety net releases a dropped user event: released, nothing uncaught", async () => {
+    await withFailure("user-event-dropped", "clGetEventInfo");
+  }, 40_000);
+
+  test(
+    "clSetEventCallback, as memlife arms a completion callback from a timer: nothing uncaught, what the command used is let go",
+    async () => {
+      const r = await withFailure("arm", "clSetEventCallback");
+      assert.equal(r.commandsInFlight, 0);
+    },
+    40_000,
+  );
+
+  test(
+    "clRetainEvent, as an enqueue pins what its command uses: the enqueue returns its event (the command was enqueued)",
+    async () => {
+      const r = await withFailure("retain", "clRetainEvent");
+      assert.equal(r.threw, false, "the enqueue threw though its command ran");
+      assert.equal(r.commandsInFlight, 0);
+    },
+    40_000,
+  );
+});

@@ -1,0 +1,60 @@
+/*
+ * An OpenCL "driver" that fails one call on purpose: loaded as OPENCL_LIBRARY, it defines the
+ * functions below and leaves every other symbol to the real ICD loader it links (as
+ * sync-driver.c). With MEMLIFE_FAIL_FN=<name> and MEMLIFE_FAIL_NTH=<n>, the n-th call of that
+ * function returns MEMLIFE_FAIL_CODE (default CL_OUT_OF_RESOURCES) without reaching the driver,
+ * as a driver out of resources would; every other call goes through. A hostile pass found with
+ * it where an ordinary OpenCL error left memlife leaking, half released, or throwing uncaught.
+ *
+ * Build: cc -O2 -fPIC -shared -o libfault-driver.so fault-driver.c -Wl,--no-as-needed -lOpenCL -ldl
+ */
+#define CL_TARGET_OPENCL_VERSION 300
+#define _GNU_SOURCE
+#include <CL/cl.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *next(const char *name) { return dlsym(RTLD_NEXT, name); }
+
+/* How many calls failed on purpose: the test checks that its failure happened. */
+static int failures;
+int fault_driver_failures(void) { return failures; }
+
+/* The error to return for this call of `fn`, or 0 to let it through. */
+static cl_int injected(const char *fn, long *calls) {
+  const char *name = getenv("MEMLIFE_FAIL_FN"), *nth = getenv("MEMLIFE_FAIL_NTH"), *code = getenv("MEMLIFE_FAIL_CODE");
+  if (name == NULL || strcmp(name, fn) != 0) return 0;
+  if (++*calls != (nth != NULL ? atol(nth) : 1)) return 0;
+  failures++;
+  return code != NULL ? (cl_int)atoi(code) : CL_OUT_OF_RESOURCES;
+}
+
+#define PASS_OR_FAIL(fn)                \
+  static long calls;                    \
+  cl_int failure = injected(#fn, &calls); \
+  if (failure != 0) return failure
+
+CL_API_ENTRY cl_int CL_API_CALL clSetMemObjectDestructorCallback(cl_mem mem, void(CL_CALLBACK *notify)(cl_mem, void *),
+                                                                 void *user_data) {
+  PASS_OR_FAIL(clSetMemObjectDestructorCallback);
+  return ((cl_int(*)(cl_mem, void(CL_CALLBACK *)(cl_mem, void *), void *))next(__func__))(mem, notify, user_data);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clGetEventInfo(cl_event event, cl_event_info what, size_t size, void *value,
+                                               size_t *size_ret) {
+  PASS_OR_FAIL(clGetEventInfo);
+  return ((cl_int(*)(cl_event, cl_event_info, size_t, void *, size_t *))next(__func__))(event, what, size, value, size_ret);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clSetEventCallback(cl_event event, cl_int type,
+                                                   void(CL_CALLBACK *notify)(cl_event, cl_int, void *), void *user_data) {
+  PASS_OR_FAIL(clSetEventCallback);
+  return ((cl_int(*)(cl_event, cl_int, void(CL_CALLBACK *)(cl_event, cl_int, void *), void *))next(__func__))(
+      event, type, notify, user_data);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clRetainEvent(cl_event event) {
+  PASS_OR_FAIL(clRetainEvent);
+  return ((cl_int(*)(cl_event))next(__func__))(event);
+}
