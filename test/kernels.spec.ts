@@ -392,6 +392,44 @@ describe("kernels and commands", () => {
       "a buffer released after setArg would dangle",
     );
   });
+
+  test("an image, sampler or other OpenCL object argument is refused at setArg: memlife has none to pass (PoCL crashed at the enqueue)", async () => {
+    // An image reports the global address space, so a buffer or null passed for a pointer; a
+    // sampler's type has no size memlife knows, so any 8 bytes passed for a cl_sampler (SIGSEGV).
+    const sources = [
+      ["img", "__kernel void k(read_only image2d_t img, __global int *out) { *out = 7; }"],
+      ["smp", "__kernel void k(sampler_t smp, __global int *out) { *out = 7; }"],
+    ];
+    for (const [name, source] of sources) {
+      using p = ctx.createProgram(source);
+      try {
+        await p.build();
+      } catch {
+        continue; // a device without images
+      }
+      using k = p.createKernel("k");
+      if (k.argInfo(0) === undefined) skip("the driver reports no argument types");
+      for (const value of [null, ctx.createBuffer(64), cl.ulong(0n), new Uint8Array(8), cl.int(0)]) {
+        assert.throws(
+          () => k.setArg(0, value),
+          (e: unknown) => e instanceof TypeError && /image|sampler/.test(String(e)),
+          name,
+        );
+        if (value instanceof cl.Buffer) value.release();
+      }
+    }
+  });
+
+  test("setArg(-0, value) sets argument 0 on every runtime (Deno's FFI refused -0 before a call was optimized)", async () => {
+    using p = ctx.createProgram("__kernel void k(int a, __global int *o) { *o = a; }");
+    await p.build();
+    using k = p.createKernel("k");
+    using out = ctx.createBuffer(4);
+    k.setArg(0, cl.int(7)).setArg(1, out);
+    k.setArg(-0, cl.int(42));
+    queue.enqueueNDRangeKernel(k, [1]).release();
+    assert.equal((await queue.readBuffer(out, new Int32Array(1)))[0], 42);
+  });
 });
 
 describe("lifetimes across commands", () => {

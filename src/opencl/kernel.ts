@@ -225,6 +225,10 @@ let clSetKernelArgSVMPointer: ((...args: unknown[]) => unknown) | undefined;
  * kernel.setArg(0, a).setArg(1, b).setArg(2, cl.uint(n));
  * await queue.enqueueNDRangeKernel(kernel, [n]).wait();
  */
+/** Argument types that are OpenCL objects (cl_mem images and pipes, cl_sampler, device-side queues and events). */
+const openclObjectType =
+  /^(?:(?:__)?(?:read_only|write_only|read_write)\s+)?(?:image[123]d\w*_t|sampler_t|queue_t|clk_event_t|reserve_id_t|event_t)$|^(?:(?:__)?(?:read_only|write_only)\s+)?pipe\b/;
+
 export class Kernel extends ContextChild {
   /** The memory objects set as arguments: checked alive at enqueue, pinned by commands. */
   #args: unknown[];
@@ -295,7 +299,7 @@ export class Kernel extends ContextChild {
   argInfo(
     index: number,
   ): { name: string; typeName: string; addressSpace: "global" | "local" | "constant" | "private" } | undefined {
-    this.#checkIndex(index);
+    index = this.#checkIndex(index);
     const info = this.#info(index);
     if (info === null) return undefined;
     const addressSpace = info.address === KernelArgAddress.GLOBAL
@@ -308,12 +312,14 @@ export class Kernel extends ContextChild {
     return { name: info.name, typeName: info.typeName, addressSpace };
   }
 
-  #checkIndex(index: number): void {
+  /** The index checked, -0 as 0 (Deno's FFI refuses -0 for a u32 until the call is optimized). */
+  #checkIndex(index: number): number {
     this[liveHandle]();
     if (typeof index !== "number") throw new TypeError(`an argument index is a number, got ${show(index)}`);
     if (!Number.isInteger(index) || index < 0 || index >= this.numArgs) {
       throw new RangeError(`kernel "${this.name}" has ${this.numArgs} argument(s): index ${index} is out of range`);
     }
+    return index === 0 ? 0 : index;
   }
 
   /**
@@ -323,10 +329,17 @@ export class Kernel extends ContextChild {
    * the driver reports it. Returns the kernel, to chain.
    */
   setArg(index: number, value: KernelArg): this {
-    this.#checkIndex(index);
+    index = this.#checkIndex(index);
     const info = this.#info(index);
     const where = () =>
       `kernel "${this.name}" argument ${index}${info !== null ? ` (${info.typeName} ${info.name})` : ""}`;
+    // An image reports the global address space and a sampler a type memlife cannot size: either
+    // let a buffer, null or any 8 bytes through as the object's handle (PoCL: SIGSEGV at the enqueue).
+    if (info !== null && openclObjectType.test(info.typeName)) {
+      throw new TypeError(
+        `${where()} is an OpenCL ${info.typeName} object: memlife has no images, samplers, pipes or device queues to pass`,
+      );
+    }
     const s = opencl().symbols;
     const isPointer = info === null || info.address === KernelArgAddress.GLOBAL ||
       info.address === KernelArgAddress.CONSTANT;
