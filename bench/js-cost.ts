@@ -3,7 +3,8 @@
  * left is the wrapper's own work against the raw floor's, in ns, free of the driver's threads.
  *
  *   bun bench/js-cost.ts | deno run -A bench/js-cost.ts | node bench/js-cost.ts
- *     [--rounds=15] [--n=100000] [--only=<line>[|<line>...]] (some lines alone, e.g. under a profiler)
+ *     [--rounds=15] [--n=100000] [--only=<line>[|<line>...]] (some lines alone) [--profile] (Node, Deno:
+ *     each line's self time per function, from the inspector's sampling profiler)
  *
  * Why: on a 2-core machine a ns of JS between two enqueues costs the SVM free row 2-3 ns (PoCL's
  * workers go idle and must be woken; bench/parts.ts "raw + N ns"), so the bench's ratios cannot
@@ -219,6 +220,37 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
   },
 };
 
+/**
+ * `--profile` (Node, Deno): self time per function of each line's loop, run once more under the
+ * inspector's sampling profiler (`--cpu-prof` writes nothing: the process ends with _exit).
+ */
+async function profile(): Promise<void> {
+  const { Session } = await import("node:inspector/promises");
+  for (const name of names) {
+    const session = new Session();
+    session.connect();
+    await session.post("Profiler.enable");
+    await session.post("Profiler.setSamplingInterval", { interval: 20 });
+    await session.post("Profiler.start");
+    await lines[name](n);
+    const { profile } = await session.post("Profiler.stop");
+    session.disconnect();
+    type Node = { id: number; callFrame: { functionName: string; url: string; lineNumber: number } };
+    const nodes = new Map((profile.nodes as Node[]).map((node) => [node.id, node]));
+    const self = new Map<string, number>();
+    for (const id of profile.samples ?? []) {
+      const { functionName, url, lineNumber } = nodes.get(id)!.callFrame;
+      const key = `${functionName || "(anonymous)"} ${url.split("/").slice(-2).join("/")}:${lineNumber + 1}`;
+      self.set(key, (self.get(key) ?? 0) + 1);
+    }
+    const total = profile.samples?.length ?? 1;
+    console.log(`${name}: self time per function (${total} samples)`);
+    for (const [key, count] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 25)) {
+      console.log(`  ${(100 * count / total).toFixed(1).padStart(5)}%  ${key}`);
+    }
+  }
+}
+
 const only = process.argv.find((a) => a.startsWith("--only="))?.slice(7);
 const names = Object.keys(lines).filter((k) => only === undefined || only.split("|").includes(k));
 const n = Number(process.argv.find((a) => a.startsWith("--n="))?.slice(4) ?? 100_000);
@@ -236,5 +268,6 @@ for (let r = 0; r < rounds; r++) {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 console.log(`${backend.runtime}: JS ns per call, native calls stubbed (median of ${rounds})`);
 for (const name of names) console.log(`  ${name.padEnd(34)} ${median(samples[name]).toFixed(1).padStart(7)} ns`);
+if (process.argv.includes("--profile")) await profile();
 // The stubbed context and queue must not reach the real library's release: leave at once.
 process.exit(0);

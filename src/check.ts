@@ -124,14 +124,18 @@ export function plainObject(
   keys: Readonly<Record<string, true>>,
   what: string,
 ): Record<string, unknown> {
-  if (typeof value !== "object" || value === null) {
-    throw new TypeError(`${what} must be an object ${expected(keys)} or undefined, got ${show(value)}`);
+  // Small enough for V8 to inline into every call that takes options (the throws are out of line).
+  if (typeof value === "object" && value !== null) {
+    const proto = Object.getPrototypeOf(value);
+    if (proto === Object.prototype || proto === null) return value as Record<string, unknown>;
   }
-  const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) {
-    throw new TypeError(`${what} must be a plain object ${expected(keys)}, got ${show(value)}`);
-  }
-  return value as Record<string, unknown>;
+  throw notPlain(value, keys, what);
+}
+
+function notPlain(value: unknown, keys: Readonly<Record<string, true>>, what: string): TypeError {
+  return typeof value !== "object" || value === null
+    ? new TypeError(`${what} must be an object ${expected(keys)} or undefined, got ${show(value)}`)
+    : new TypeError(`${what} must be a plain object ${expected(keys)}, got ${show(value)}`);
 }
 
 /** The TypeError for an own key of an options bag that is not one of its `keys`. */
@@ -148,9 +152,16 @@ export function keys<K extends string>(...list: K[]): Readonly<Record<K, true>> 
   return names(Object.fromEntries(list.map((k) => [k, true]))) as Readonly<Record<K, true>>;
 }
 
-/** `bag[key]` if it is the bag's own property, else undefined. */
+/**
+ * `bag[key]` if it is the bag's own property, else undefined. Read first, asked second: an option
+ * left out reads undefined from a plain object, and `Object.hasOwn` of a missing key cost V8 10-15
+ * ns, twice per options bag of every enqueueSVMFree and createBuffer (bench/js-cost.ts). Only an
+ * inherited value, from an Object.prototype the program patched, is read and then dropped.
+ */
 export function own<K extends string>(bag: Partial<Record<K, unknown>> | undefined, key: K): unknown {
-  return bag !== undefined && Object.hasOwn(bag, key) ? bag[key] : undefined;
+  if (bag === undefined) return undefined;
+  const value = bag[key];
+  return value !== undefined && Object.hasOwn(bag, key) ? value : undefined;
 }
 
 const arrayBufferResizable = builtin(ArrayBuffer.prototype, "resizable");
