@@ -43,7 +43,11 @@ export function jsLedger(
       if (a === undefined) return answer ? 0 : 2;
       let verdict = 0;
       a.calls++;
-      if (bytes > 0 && a.budget !== null && a.bytes + bytes > a.budget) {
+      // As ledger.c: live bytes that would reach 2^63 - 1 (a double rounds it to 2^63) are refused.
+      const beyond = bytes > 0 && a.bytes + bytes >= 2 ** 63;
+      if (beyond) {
+        verdict = 2;
+      } else if (bytes > 0 && a.budget !== null && a.bytes + bytes > a.budget) {
         verdict = 1;
         a.budgetDenied++;
         a.lastRefused = bytes;
@@ -52,8 +56,8 @@ export function jsLedger(
         verdict = 2;
       }
       // The seed: a refused call before the allocation is not counted (it never happens); everything else is.
-      if (verdict === 0 || post || bytes <= 0) {
-        a.bytes += bytes;
+      if (!beyond && (verdict === 0 || post || bytes <= 0)) {
+        a.bytes = Math.max(a.bytes + bytes, -(2 ** 63));
         if (a.bytes > a.peak) a.peak = a.bytes;
       }
       if (verdict !== 0 && bytes > 0) a.denied++;

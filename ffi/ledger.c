@@ -35,11 +35,25 @@ static uint32_t account_count;
 /* What ledger_forward is given: set once by ledger_init, on the JS thread. */
 static void *ledger_relay;
 
-/* The seed's rule, under ledger_mu: 0 allowed, 1 refused by the budget, 2 refused by `answer`. */
+/* a + b, stopped at int64_t's ends rather than wrapped. */
+static int64_t add_within(int64_t a, int64_t b) {
+  if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+  if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+  return a + b;
+}
+
+/*
+ * The seed's rule, under ledger_mu: 0 allowed, 1 refused by the budget, 2 refused by `answer`, or
+ * because it would take the live bytes to 2^63 - 1 or past (no allocation is that large, but the
+ * count is the library's word: a sum past int64_t wrapped negative and got past the budget).
+ */
 static int settle(account *a, int64_t bytes, int post, int answer) {
   int verdict = 0;
   a->calls++;
-  if (bytes > 0 && a->has_budget && (double)(a->bytes + bytes) > a->budget) {
+  int beyond = bytes > 0 && a->bytes >= INT64_MAX - bytes;
+  if (beyond) {
+    verdict = 2;
+  } else if (bytes > 0 && a->has_budget && (double)a->bytes + (double)bytes > a->budget) {
     verdict = 1;
     a->budget_denied++;
     a->last_refused = bytes;
@@ -48,8 +62,8 @@ static int settle(account *a, int64_t bytes, int post, int answer) {
     verdict = 2;
   }
   /* A refused call before the allocation is not counted: it never happens. */
-  if (verdict == 0 || post || bytes <= 0) {
-    a->bytes += bytes;
+  if (!beyond && (verdict == 0 || post || bytes <= 0)) {
+    a->bytes = add_within(a->bytes, bytes);
     if (a->bytes > a->peak) a->peak = a->bytes;
   }
   if (verdict != 0 && bytes > 0) a->denied++;
@@ -122,8 +136,10 @@ void ledger_set_budget(uint32_t id, int has_budget, double budget) {
 
 /* A forwarded call, with JS's answer. */
 int ledger_apply(uint32_t id, double bytes, int post, int answer) {
+  /* A double at or past 2^63 has no int64_t (the conversion would be undefined): the nearest end. */
+  int64_t whole = bytes >= 9223372036854775807.0 ? INT64_MAX : bytes <= -9223372036854775807.0 ? INT64_MIN : (int64_t)bytes;
   pthread_mutex_lock(&ledger_mu);
-  int verdict = id < account_count ? settle(&accounts[id], (int64_t)bytes, post, answer) : (answer ? 0 : 2);
+  int verdict = id < account_count ? settle(&accounts[id], whole, post, answer) : (answer ? 0 : 2);
   pthread_mutex_unlock(&ledger_mu);
   return verdict;
 }

@@ -19,6 +19,19 @@ const none = { denied: 0, budgetDenied: 0, lastRefused: 0, lastRefusedLive: 0 };
 
 export const ledgerCases: readonly LedgerCase[] = [
   {
+    // A hostile library's monitor call (an Embree shim): the sum wrapped negative and got past the budget.
+    name: "an allocation that would take the live bytes to 2^63 - 1 or past is refused and not counted, even after it happened",
+    budget: 1_000_000,
+    calls: [[100, true, true, 0], [2 ** 63, false, true, 2], [2 ** 63, true, true, 2], [-100, true, true, 0]],
+    figures: { bytes: 0, peak: 100, calls: 4, ...none, denied: 2 },
+  },
+  {
+    name: "frees past -(2^63) stop there",
+    budget: null,
+    calls: [[-(2 ** 62), true, true, 0], [-(2 ** 62), true, true, 0], [-(2 ** 62), true, true, 0]],
+    figures: { bytes: -(2 ** 63), peak: 0, calls: 3, ...none },
+  },
+  {
     name: "an allowed allocation counts, before or after it happened",
     budget: null,
     calls: [[100, false, true, 0], [50, true, true, 0]],
