@@ -8,6 +8,8 @@ import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
 import { DeviceState, type MemoryMonitor, type MemoryStats } from "./state.ts";
 import { Scene } from "./scene.ts";
 import { refuseInWorker } from "../worker.ts";
+
+const RTC_ERROR_UNKNOWN = 1;
 import { deviceState, liveHandle } from "../internal.ts";
 
 const deviceKeys = keys("accounting");
@@ -77,7 +79,8 @@ export class Device {
     const handle = lib.symbols.rtcNewDevice(config) as Pointer | null;
     if (handle === null) {
       // No device, so no error function: the code is in Embree's per-thread slot, on this thread.
-      const code = lib.symbols.rtcGetDeviceError(null) as number;
+      // NULL with no code set is still a failure (RTC_ERROR_NONE read "no error").
+      const code = (lib.symbols.rtcGetDeviceError(null) as number) || RTC_ERROR_UNKNOWN;
       const last = lib.symbols.rtcGetDeviceLastErrorMessage?.(null) as Pointer | null | undefined;
       const message = last
         ? backend.readCString(last)

@@ -25,7 +25,7 @@ export const FORMAT_UINT3 = 0x5003;
 export const FORMAT_FLOAT3 = 0x9003;
 export const INVALID_GEOMETRY_ID = 0xffffffff;
 
-/** Which Embree loaded: the major from the first device's RTC_DEVICE_PROPERTY_VERSION (or the file name before that). */
+/** Which Embree loaded: its major from its symbols, the rest from the first device's RTC_DEVICE_PROPERTY_VERSION. */
 export interface Version {
   readonly major: number;
   readonly minor: number;
@@ -73,14 +73,17 @@ export function embreeMajor(): number {
   return major;
 }
 
-/** Set by the first device from RTC_DEVICE_PROPERTY_VERSION (e.g. 31305 for 3.13.5). */
+/**
+ * Set by the first device from RTC_DEVICE_PROPERTY_VERSION (e.g. 31305 for 3.13.5). The library's
+ * symbols, not this number, choose rtcIntersect1's arguments: a version the library reports that
+ * disagrees with them (an error's 0, a shim's garbage) made memlife call Embree 3 with Embree 4's
+ * arguments (SIGSEGV). Such a version reads as the symbols' major, and says what was reported.
+ */
 export function versionFrom(encoded: number): Version {
-  const v = {
-    major: Math.floor(encoded / 10000),
-    minor: Math.floor(encoded / 100) % 100,
-    patch: encoded % 100,
-    path: embree().path,
-  };
-  major = v.major;
-  return { ...v, string: `${v.major}.${v.minor}.${v.patch}` };
+  const path = embree().path;
+  if (!Number.isSafeInteger(encoded) || encoded < 0 || Math.floor(encoded / 10000) !== major) {
+    return { major, minor: 0, patch: 0, string: `${major} (the library reported version ${encoded})`, path };
+  }
+  const v = { major, minor: Math.floor(encoded / 100) % 100, patch: encoded % 100 };
+  return { ...v, string: `${v.major}.${v.minor}.${v.patch}`, path };
 }

@@ -1,7 +1,7 @@
 /** Embree scenes: triangle meshes, commits off the JS thread, and single-ray queries. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
+import { finalizerState, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
 import { integer, ownView, show, viewBuffer } from "../check.ts";
 import {
@@ -203,7 +203,12 @@ export class Scene {
     const handle = this.#releaseWhenIdle;
     if (handle === null || this.#pending > 0 || this.#adding) return;
     this.#releaseWhenIdle = null;
-    this.#state.releaseScene(handle);
+    try {
+      this.#state.releaseScene(handle);
+    } catch (error) {
+      // The program's release() returned long ago: the commit or add that ends here is not its caller.
+      reportCallbackError(error, "release");
+    }
   }
 
   /**
