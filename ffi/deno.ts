@@ -399,11 +399,14 @@ const exitListeners: [string, (event: Event) => void][] = [
  */
 /**
  * A web Worker's global scope is a WorkerGlobalScope; a node:worker_threads Worker's is not, but
- * has the global postMessage that Deno's main thread lacks (node:worker_threads' isMainThread says
- * "main" in web Workers, and importing it costs every program 10 ms).
+ * has a global postMessage, which Deno's main thread lacks, and a `self` that is not the global
+ * object, as it is on the main thread: both, so that a polyfilled postMessage on the main thread
+ * does not count (node:worker_threads' isMainThread says "main" in web Workers, and importing it
+ * costs every program 10 ms).
  */
-const inWorker = typeof (globalThis as { WorkerGlobalScope?: unknown }).WorkerGlobalScope === "function" ||
-  typeof (globalThis as { postMessage?: unknown }).postMessage === "function";
+const g = globalThis as { WorkerGlobalScope?: unknown; postMessage?: unknown; self?: unknown };
+const inWorker = typeof g.WorkerGlobalScope === "function" ||
+  (typeof g.postMessage === "function" && g.self !== globalThis);
 
 /** (Re)installs the exit listeners at the end of each event's list when async work starts. */
 function guardExit(): void {

@@ -152,16 +152,9 @@ export function keys<K extends string>(...list: K[]): Readonly<Record<K, true>> 
   return names(Object.fromEntries(list.map((k) => [k, true]))) as Readonly<Record<K, true>>;
 }
 
-/**
- * `bag[key]` if it is the bag's own property, else undefined. Read first, asked second: an option
- * left out reads undefined from a plain object, and `Object.hasOwn` of a missing key cost V8 10-15
- * ns, twice per options bag of every enqueueSVMFree and createBuffer (bench/js-cost.ts). Only an
- * inherited value, from an Object.prototype the program patched, is read and then dropped.
- */
+/** `bag[key]` if it is the bag's own property, else undefined (an inherited getter never runs). */
 export function own<K extends string>(bag: Partial<Record<K, unknown>> | undefined, key: K): unknown {
-  if (bag === undefined) return undefined;
-  const value = bag[key];
-  return value !== undefined && Object.hasOwn(bag, key) ? value : undefined;
+  return bag !== undefined && Object.hasOwn(bag, key) ? bag[key] : undefined;
 }
 
 const arrayBufferResizable = builtin(ArrayBuffer.prototype, "resizable");

@@ -35,6 +35,8 @@ export const svmSize: unique symbol = Symbol("memlife.svmSize");
 export const svmAddress: unique symbol = Symbol("memlife.svmAddress");
 /** SVMAllocation: hands the pointer to a free command; the allocation is unusable afterwards. */
 export const surrender: unique symbol = Symbol("memlife.surrender");
+/** Program: the type names its source makes aliases of OpenCL object types (typedef image2d_t img;). */
+export const opaqueAliases: unique symbol = Symbol("memlife.opaqueAliases");
 /** SVMAllocation: a free command that took the pointer did not happen; the allocation is the program's again. */
 export const reclaim: unique symbol = Symbol("memlife.reclaim");
 /** SVMAllocation: an enqueued command uses it (`unuse` when that command completed). */

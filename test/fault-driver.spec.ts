@@ -104,4 +104,9 @@ describe("a driver that fails one call", () => {
     },
     40_000,
   );
+
+  test("clRetainEvent, with the queue released at once: what the command used is still let go", async () => {
+    const r = await withFailure("retain-released-queue", "clRetainEvent");
+    assert.equal(r.commandsInFlight, 0, "the released allocation stayed in use for good");
+  }, 40_000);
 });

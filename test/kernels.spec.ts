@@ -396,9 +396,18 @@ describe("kernels and commands", () => {
   test("an image, sampler or other OpenCL object argument is refused at setArg: memlife has none to pass (PoCL crashed at the enqueue)", async () => {
     // An image reports the global address space, so a buffer or null passed for a pointer; a
     // sampler's type has no size memlife knows, so any 8 bytes passed for a cl_sampler (SIGSEGV).
+    // Also through typedefs (a chain included), which the driver reports by the alias.
     const sources = [
       ["img", "__kernel void k(read_only image2d_t img, __global int *out) { *out = 7; }"],
       ["smp", "__kernel void k(sampler_t smp, __global int *out) { *out = 7; }"],
+      [
+        "typedef img",
+        "typedef image2d_t myimg;\n__kernel void k(__read_only myimg im, __global int *out) { *out = 7; }",
+      ],
+      [
+        "typedef smp",
+        "typedef sampler_t smp;\ntypedef smp smp2;\n__kernel void k(smp2 s, __global int *out) { *out = 7; }",
+      ],
     ];
     for (const [name, source] of sources) {
       using p = ctx.createProgram(source);

@@ -20,7 +20,8 @@ const none = { denied: 0, budgetDenied: 0, lastRefused: 0, lastRefusedLive: 0 };
 export const ledgerCases: readonly LedgerCase[] = [
   {
     // A hostile library's monitor call (an Embree shim): the sum wrapped negative and got past the budget.
-    name: "an allocation that would take the live bytes to 2^63 - 1 or past is refused and not counted, even after it happened",
+    name:
+      "an allocation that would take the live bytes to 2^63 - 1 or past is refused and not counted, even after it happened",
     budget: 1_000_000,
     calls: [[100, true, true, 0], [2 ** 63, false, true, 2], [2 ** 63, true, true, 2], [-100, true, true, 0]],
     figures: { bytes: 0, peak: 100, calls: 4, ...none, denied: 2 },

@@ -230,6 +230,31 @@ describe("integers are range-checked for their C type", () => {
 });
 
 describe("options are own properties of plain objects, booleans are booleans", () => {
+  test("an option inherited from a patched Object.prototype is never read: its getter does not run", async () => {
+    // A hostile pass: reading `bag.waitFor` before asking whether it is the bag's own ran the getter.
+    const names = ["onFree", "waitFor", "hostPtr", "access", "offset", "size", "local", "alignment", "fineGrain"];
+    for (const name of names) {
+      Object.defineProperty(Object.prototype, name, {
+        configurable: true,
+        get() {
+          throw new Error(`the inherited ${name} getter ran`);
+        },
+      });
+    }
+    const queue = ctx.createCommandQueue();
+    try {
+      const buffer = ctx.createBuffer(64, {});
+      ctx.createBuffer(new Uint8Array(64), {}).release();
+      await queue.enqueueSVMFree([ctx.svmAlloc(64, {})], {}).wait();
+      await queue.enqueueWriteBuffer(buffer, new Uint8Array(16), {}).wait();
+      await queue.enqueueMarker({}).wait();
+      buffer.release();
+    } finally {
+      for (const name of names) delete (Object.prototype as Record<string, unknown>)[name];
+      queue.release();
+    }
+  });
+
   test("createBuffer options", () => {
     const data = new Uint8Array(64);
     table([

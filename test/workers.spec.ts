@@ -112,6 +112,15 @@ describe("memlife in a Worker", () => {
     70_000,
   );
 
+  test("the main thread with a global postMessage (a polyfill) is still the main thread (child process)", async () => {
+    const r = await runScript(new URL("./fixtures/worker-postmessage-main.ts", import.meta.url), [], {
+      timeout: 30_000,
+    });
+    const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+    assert.equal(r.code, 0, out);
+    assert.match(r.stdout, /^ok/m, out);
+  }, 40_000);
+
   test("two Workers at once while the main thread uses memlife", async () => {
     for (let round = 0; round < 2; round++) {
       const { workers } = await run("normal", "wait", 2);

@@ -209,16 +209,13 @@ export function bufferArguments(
         throw unknownOption(key, bufferOptionKeys, "createBuffer options");
       }
     }
-    // Named loads, monomorphic (own()'s keyed load is not: 10-15 ns more each on V8); an
-    // inherited value (a patched Object.prototype) is dropped.
-    let given = bag.hostPtr;
-    if (given !== undefined && !Object.hasOwn(bag, "hostPtr")) given = undefined;
+    // Asked first, read second: an inherited getter (a patched Object.prototype) never runs.
+    const given = Object.hasOwn(bag, "hostPtr") ? bag.hostPtr : undefined;
     mode = given === "use" || given === "copy" || given === "alloc"
       ? given
       : member(hostPtrModes, given, "hostPtr", undefined);
     // Every option is read before the view is looked at: a getter may resize or detach it.
-    const access = bag.access;
-    if (access !== undefined && Object.hasOwn(bag, "access")) flags = member(accessFlags, access, "access", flags);
+    if (Object.hasOwn(bag, "access")) flags = member(accessFlags, bag.access, "access", flags);
   }
   if (typeof sizeOrData === "number") {
     size = integer(sizeOrData, "size_t", "buffer size", 1);

@@ -9,7 +9,15 @@ import { Buffer } from "./buffer.ts";
 import { SVMAllocation } from "./svm.ts";
 import type { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
-import { commandHandle, commandUses, genuine, lastRelease, liveHandle, svmPointer } from "../internal.ts";
+import {
+  commandHandle,
+  commandUses,
+  genuine,
+  lastRelease,
+  liveHandle,
+  opaqueAliases,
+  svmPointer,
+} from "../internal.ts";
 import { childKind, ContextChild } from "./child.ts";
 
 const kind = childKind({
@@ -208,6 +216,8 @@ interface ArgInfo {
   readonly address: number;
   readonly typeName: string;
   readonly name: string;
+  /** An OpenCL object (image, pipe, sampler, device queue or event), which memlife has none of. */
+  readonly opaque: boolean;
 }
 
 /** A value `setArg` accepts. */
@@ -225,6 +235,33 @@ let clSetKernelArgSVMPointer: ((...args: unknown[]) => unknown) | undefined;
  * kernel.setArg(0, a).setArg(1, b).setArg(2, cl.uint(n));
  * await queue.enqueueNDRangeKernel(kernel, [n]).wait();
  */
+/**
+ * The names a program's source makes aliases of OpenCL object types, through typedefs (chains
+ * included): the driver reports an argument by its alias (`typedef sampler_t smp;` reads "smp"),
+ * which passed for a struct of 8 bytes (PoCL crashed in clSetKernelArg).
+ */
+export function typedefsOfOpaqueTypes(source: string): ReadonlySet<string> {
+  const found = new Set<string>();
+  const typedefs: [base: string, alias: string][] = [];
+  const pattern =
+    /\btypedef\s+((?:(?:__)?(?:read_only|write_only|read_write|const)\s+)*)([A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s*;/g;
+  for (const m of source.matchAll(pattern)) typedefs.push([`${m[1]}${m[2]}`, m[3]]);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const [base, alias] of typedefs) {
+      const bare = base.replace(/^(?:(?:__)?(?:read_only|write_only|read_write|const)\s+)*/, "");
+      if (!found.has(alias) && (openclObjectType.test(bare) || found.has(bare))) {
+        found.add(alias);
+        grew = true;
+      }
+    }
+  }
+  return found;
+}
+
+/** CL_KERNEL_ARG_ACCESS_NONE: any other access qualifier is an image's or a pipe's. */
+const KERNEL_ARG_ACCESS_NONE = 0x11a3;
+
 /** Argument types that are OpenCL objects (cl_mem images and pipes, cl_sampler, device-side queues and events). */
 const openclObjectType =
   /^(?:(?:__)?(?:read_only|write_only|read_write)\s+)?(?:image[123]d\w*_t|sampler_t|queue_t|clk_event_t|reserve_id_t|event_t)$|^(?:(?:__)?(?:read_only|write_only)\s+)?pipe\b/;
@@ -278,10 +315,14 @@ export class Kernel extends ContextChild {
         const at = (h: Pointer, p: number, s: number, v: ArrayBufferView | null, r: ArrayBufferView | null) =>
           fn(h, i, p, s, v, r) as number;
         try {
+          const typeName = infoString("clGetKernelArgInfo", at, handle, KernelArgInfo.TYPE_NAME);
+          const access = infoU32("clGetKernelArgInfo", at, handle, KernelArgInfo.ACCESS_QUALIFIER);
           this.#argInfo.push({
             address: infoU32("clGetKernelArgInfo", at, handle, KernelArgInfo.ADDRESS_QUALIFIER),
-            typeName: infoString("clGetKernelArgInfo", at, handle, KernelArgInfo.TYPE_NAME),
+            typeName,
             name: infoString("clGetKernelArgInfo", at, handle, KernelArgInfo.NAME),
+            opaque: access !== KERNEL_ARG_ACCESS_NONE || openclObjectType.test(typeName) ||
+              this.program[opaqueAliases].has(typeName.trim()),
           });
         } catch {
           // CL_KERNEL_ARG_INFO_NOT_AVAILABLE (built without -cl-kernel-arg-info): the driver checks sizes only.
@@ -335,7 +376,8 @@ export class Kernel extends ContextChild {
       `kernel "${this.name}" argument ${index}${info !== null ? ` (${info.typeName} ${info.name})` : ""}`;
     // An image reports the global address space and a sampler a type memlife cannot size: either
     // let a buffer, null or any 8 bytes through as the object's handle (PoCL: SIGSEGV at the enqueue).
-    if (info !== null && openclObjectType.test(info.typeName)) {
+    // Images and pipes have an access qualifier; a typedef is known from the program's source.
+    if (info !== null && info.opaque) {
       throw new TypeError(
         `${where()} is an OpenCL ${info.typeName} object: memlife has no images, samplers, pipes or device queues to pass`,
       );

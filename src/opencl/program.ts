@@ -8,7 +8,8 @@ import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind, ContextChild } from "./child.ts";
 import { Device } from "./platform.ts";
-import { Kernel } from "./kernel.ts";
+import { Kernel, typedefsOfOpaqueTypes } from "./kernel.ts";
+import { opaqueAliases } from "../internal.ts";
 import { adoptChild, deviceList, disownChild, liveHandle } from "../internal.ts";
 
 const kind = childKind({
@@ -55,7 +56,11 @@ export class Program extends ContextChild {
       | null;
     if (handle === null) throw new OpenCLError("clCreateProgramWithSource", errcode[0]);
     super(handle, context, kind);
+    this[opaqueAliases] = typedefsOfOpaqueTypes(source);
   }
+
+  /** @internal For its kernels' setArg (src/opencl/kernel.ts). */
+  readonly [opaqueAliases]: ReadonlySet<string>;
 
   /**
    * Compiles and links the program for `devices` (default: every device of the context) with

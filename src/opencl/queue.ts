@@ -585,13 +585,10 @@ export class CommandQueue {
           throw unknownOption(key, svmFreeKeys, "enqueueSVMFree options");
         }
       }
-      // Named loads, monomorphic (own()'s keyed load is not: 10-15 ns more each on V8); an
-      // inherited value (a patched Object.prototype) is dropped.
-      let given = bag.onFree;
-      if (given !== undefined && !Object.hasOwn(bag, "onFree")) given = undefined;
+      // Asked first, read second: an inherited getter (a patched Object.prototype) never runs.
+      const given = Object.hasOwn(bag, "onFree") ? bag.onFree : undefined;
       if (given !== undefined) onFree = callable<SVMFreeCallback>(given, "onFree", "(queue, allocations) => void");
-      waitFor = bag.waitFor;
-      if (waitFor !== undefined && !Object.hasOwn(bag, "waitFor")) waitFor = undefined;
+      if (Object.hasOwn(bag, "waitFor")) waitFor = bag.waitFor;
     }
     const n = allocations.length;
     // Each element is read once, into `given`: an accessor could return another allocation on a
@@ -648,9 +645,10 @@ export class CommandQueue {
       // runs out of stack: the safe side of a double free).
       let surrendered = 0;
       let status: number;
+      // Cleared before anything that may throw: the scratch holds the previous enqueue's event.
+      eventOut[0] = 0n;
       try {
         for (; surrendered < n; surrendered++) given[surrendered][surrender]();
-        eventOut[0] = 0n;
         status = clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number;
       } catch (error) {
         // The event it wrote shows that the call happened.
@@ -977,10 +975,19 @@ export class CommandQueue {
     const s = opencl().symbols;
     const handle = event[liveHandle]();
     // The command is enqueued whatever happens here: the program must get its event (a throw would
-    // have it enqueue the command again). Without a reference of its own, #check arms a marker.
-    if (s.clRetainEvent(handle) === OpenCLStatus.CL_SUCCESS) {
+    // have it enqueue the command again). Without a reference of its own to the command's event,
+    // the queue arms a marker enqueued now, which completes after the command (in order); without
+    // that either, the pins wait for a wait, finish() or a later pinned command.
+    let newest: Pointer | null = handle;
+    if (s.clRetainEvent(handle) !== OpenCLStatus.CL_SUCCESS) {
+      const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
+      newest = marker(this[liveHandle](), 0, null, eventOut) === OpenCLStatus.CL_SUCCESS
+        ? backend.fromAddress(eventOut[0])
+        : null;
+    }
+    if (newest !== null) {
       if (this.#newest !== null) s.clReleaseEvent(this.#newest);
-      this.#newest = handle;
+      this.#newest = newest;
       this.#newestSeq = seq;
     }
     this.#scheduleCheck();
@@ -1044,19 +1051,8 @@ export class CommandQueue {
     const newest = pins[pins.length - 1].seq;
     // That wait's end prunes, and checks again.
     if (this.#waits > 0 && this.#waitMax >= newest) return;
-    if (this.#armedSeq >= newest) return;
-    if (this.#newest === null || this.#newestSeq !== newest) {
-      // The newest pinned command's event has no reference of the queue's (clRetainEvent failed):
-      // a marker enqueued now completes after it, in order.
-      const queue = this.#handle;
-      if (queue === null) return; // released: the pins wait for a wait of the program's
-      const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
-      if (marker(queue, 0, null, eventOut) !== OpenCLStatus.CL_SUCCESS) return this.#retryCheck();
-      if (this.#newest !== null) opencl().symbols.clReleaseEvent(this.#newest);
-      this.#newest = backend.fromAddress(eventOut[0]);
-      this.#newestSeq = newest;
-    }
-    const handle = this.#newest!;
+    if (this.#armedSeq >= newest || this.#newest === null || this.#newestSeq !== newest) return;
+    const handle = this.#newest;
     this.#newest = null; // the armed entry owns this reference now
     const id = armed.add({ queue: this, seq: newest, handle });
     // In a Worker the callback holds the event loop until it came: a Worker that ended before
