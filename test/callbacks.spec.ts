@@ -153,8 +153,10 @@ describe("destroyed read while the destructor callbacks run", () => {
       const early = new Error("thrown before the read");
       const late = new Error("thrown after the read");
       // Settled outcomes, the handlers attached at once: a rejection left unhandled is the program's.
-      const inner: Promise<PromiseSettledResult<void>[]>[] = [];
-      const read = (buf: Buffer) => void inner.push(Promise.allSettled([buf.destroyed]));
+      // Labelled by buffer: NVIDIA delivers the two buffers' destructors in either order.
+      const inner: Promise<[string, PromiseSettledResult<void>[]]>[] = [];
+      const read = (buf: Buffer) =>
+        void inner.push(Promise.allSettled([buf.destroyed]).then((r) => [buf === a ? "a" : "b", r]));
       const a = ctx.createBuffer(64);
       a.setDestructorCallback(read); // runs second
       a.setDestructorCallback(() => { // runs first
@@ -169,8 +171,13 @@ describe("destroyed read while the destructor callbacks run", () => {
       b.release();
       await sleep(0); // the callbacks run on a microtask after release()
       assert.equal(inner.length, 2);
-      const outcomes = await withTimeout(Promise.all(inner), 10_000, "destroyed");
-      assert.deepEqual(outcomes, [[{ status: "rejected", reason: early }], [{ status: "rejected", reason: late }]]);
+      const outcomes = (await withTimeout(Promise.all(inner), 10_000, "destroyed")).sort((x, y) =>
+        x[0] < y[0] ? -1 : 1
+      );
+      assert.deepEqual(outcomes, [["a", [{ status: "rejected", reason: early }]], ["b", [{
+        status: "rejected",
+        reason: late,
+      }]]]);
       assert.deepEqual(handled, []);
     } finally {
       onCallbackError(null);
