@@ -5,13 +5,7 @@
  * Uncaught exceptions are checked in a child process: vitest would count them as the test's.
  */
 import { afterAll, describe, test } from "vitest";
-import { spawnSync } from "node:child_process";
-import process from "node:process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, isAbsolute, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { assert, gc, runScript, skip, sleep, withTimeout } from "./helpers.ts";
+import { assert, buildShim, gc, openclLoader, runScript, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, onCallbackError } from "../src/mod.ts";
 import type { Buffer, Context, Event } from "../src/opencl/mod.ts";
 import { owedCallbacks } from "../src/callbacks.ts";
@@ -235,7 +229,7 @@ describe("memlife called at the edge of the stack (code that recursed until it o
   // NVIDIA calls pfn_free_func inside clEnqueueSVMFree, on the JS thread: at the edge of the stack
   // its callback ran out of stack there, and Bun and Deno never ended (an owed callback counted for
   // good). test/native/sync-driver.c makes PoCL call back the same way.
-  const driver = buildSyncDriver();
+  const driver = buildShim("sync-driver", openclLoader());
   test(
     "onfree, with a driver that calls back inside clEnqueueSVMFree: each free happens once or not at all, and the program ends",
     () => {
@@ -245,25 +239,6 @@ describe("memlife called at the edge of the stack (code that recursed until it o
     70_000,
   );
   afterAll(() => {
-    if ("dir" in driver) rmSync(driver.dir, { recursive: true, force: true });
+    if ("cleanup" in driver) driver.cleanup();
   });
 });
-
-/** test/native/sync-driver.c built over the system's ICD loader, or why it cannot be. */
-function buildSyncDriver(): { path: string; dir: string } | { skip: string } {
-  const dir = mkdtempSync(join(tmpdir(), "memlife-sync-driver-"));
-  const path = join(dir, "libsync-driver.so");
-  const source = fileURLToPath(new URL("./native/sync-driver.c", import.meta.url));
-  // Over the ICD loader memlife itself would open: where OPENCL_LIBRARY names one (the GPU
-  // machine's, beside another loader on LD_LIBRARY_PATH), by its path and an RPATH that wins.
-  const given = process.env.OPENCL_LIBRARY;
-  const loader = given !== undefined && isAbsolute(given)
-    ? [given, `-Wl,--disable-new-dtags,-rpath,${dirname(given)}`]
-    : ["-lOpenCL"];
-  const r = spawnSync("cc", ["-O2", "-fPIC", "-shared", "-o", path, source, ...loader, "-ldl"], { encoding: "utf8" });
-  if (r.error !== undefined || r.status !== 0) {
-    rmSync(dir, { recursive: true, force: true });
-    return { skip: `cannot build test/native/sync-driver.c (${r.error?.message ?? r.stderr.trim()})` };
-  }
-  return { path, dir };
-}

@@ -2,54 +2,25 @@
 // not crash memlife, nor land on the wrong caller. Each case runs test/fixtures/embree-fault.ts in
 // a child process. From a hostile pass (a fault-injecting Embree): each case failed before its fix.
 import { afterAll, describe, test } from "vitest";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, realpathSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, isAbsolute, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { assert, runScript, skip } from "./helpers.ts";
+import { isAbsolute } from "node:path";
+import { assert, buildShim, runScript, skip } from "./helpers.ts";
 import { rtc } from "../src/mod.ts";
 
-/** test/native/embree-fault.c built over the Embree memlife opens, or why it cannot be. */
-function build(): { path: string; dir: string; major: number } | { skip: string } {
-  let link: string[];
-  let major: number;
+/** test/native/embree-fault.c built over the Embree memlife opens (its path, or the name the loader found), or why not. */
+function build(): { path: string; cleanup(): void; major: number } | { skip: string } {
+  let loaded: rtc.Version;
   try {
-    const loaded = rtc.load();
-    major = loaded.major;
-    // By its path and an RPATH that wins where EMBREE_LIBRARY names one (the GPU machine's Embree 4),
-    // else by the name the loader found.
-    link = isAbsolute(loaded.path)
-      ? [realpathSync(loaded.path), `-Wl,--disable-new-dtags,-rpath,${dirname(realpathSync(loaded.path))}`]
-      : [`-l:${loaded.path}`];
+    loaded = rtc.load();
   } catch (error) {
     return { skip: `no Embree: ${error}` };
   }
-  const dir = mkdtempSync(join(tmpdir(), "memlife-embree-fault-"));
-  const path = join(dir, "libembree-fault.so");
-  const source = fileURLToPath(new URL("./native/embree-fault.c", import.meta.url));
-  const r = spawnSync("cc", [
-    "-O2",
-    "-fPIC",
-    "-shared",
-    "-pthread",
-    "-o",
-    path,
-    source,
-    "-Wl,--no-as-needed",
-    ...link,
-    "-ldl",
-  ], { encoding: "utf8" });
-  if (r.error !== undefined || r.status !== 0) {
-    rmSync(dir, { recursive: true, force: true });
-    return { skip: `cannot build test/native/embree-fault.c (${r.error?.message ?? r.stderr.trim()})` };
-  }
-  return { path, dir, major };
+  const shim = buildShim("embree-fault", isAbsolute(loaded.path) ? loaded.path : `-l:${loaded.path}`);
+  return "skip" in shim ? shim : { ...shim, major: loaded.major };
 }
 
 const built = build();
 afterAll(() => {
-  if ("dir" in built) rmSync(built.dir, { recursive: true, force: true });
+  if ("cleanup" in built) built.cleanup();
 });
 
 async function misbehaving(name: string, env: Record<string, string>): Promise<Record<string, unknown>> {

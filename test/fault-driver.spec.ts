@@ -4,38 +4,11 @@
 // test/fixtures/fault-driver.ts in a child process. From a hostile pass (a fault-injecting driver):
 // each case failed before its fix.
 import { afterAll, describe, test } from "vitest";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, isAbsolute, join } from "node:path";
-import process from "node:process";
-import { fileURLToPath } from "node:url";
-import { assert, runScript, skip } from "./helpers.ts";
+import { assert, buildShim, openclLoader, runScript, skip } from "./helpers.ts";
 
-/** test/native/fault-driver.c built over the ICD loader memlife would open, or why it cannot be. */
-function build(): { path: string; dir: string } | { skip: string } {
-  const dir = mkdtempSync(join(tmpdir(), "memlife-fault-driver-"));
-  const path = join(dir, "libfault-driver.so");
-  const source = fileURLToPath(new URL("./native/fault-driver.c", import.meta.url));
-  // Where OPENCL_LIBRARY names the loader (the GPU machine's, beside another on LD_LIBRARY_PATH):
-  // by its path and an RPATH that wins. --no-as-needed: the library calls it only through dlsym.
-  const given = process.env.OPENCL_LIBRARY;
-  const loader = given !== undefined && isAbsolute(given)
-    ? [given, `-Wl,--disable-new-dtags,-rpath,${dirname(given)}`]
-    : ["-lOpenCL"];
-  const r = spawnSync("cc", ["-O2", "-fPIC", "-shared", "-o", path, source, "-Wl,--no-as-needed", ...loader, "-ldl"], {
-    encoding: "utf8",
-  });
-  if (r.error !== undefined || r.status !== 0) {
-    rmSync(dir, { recursive: true, force: true });
-    return { skip: `cannot build test/native/fault-driver.c (${r.error?.message ?? r.stderr.trim()})` };
-  }
-  return { path, dir };
-}
-
-const driver = build();
+const driver = buildShim("fault-driver", openclLoader());
 afterAll(() => {
-  if ("dir" in driver) rmSync(driver.dir, { recursive: true, force: true });
+  if ("cleanup" in driver) driver.cleanup();
 });
 
 async function withFailure(name: string, fn: string): Promise<Record<string, unknown>> {

@@ -8,7 +8,10 @@
  *
  * Only `node:` modules and vitest are used: all three runtimes provide them.
  */
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, isAbsolute, join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { TestRunner } from "vitest";
@@ -117,4 +120,34 @@ export function runScript(
       resolve({ code, signal, stdout, stderr, timedOut });
     });
   });
+}
+
+/**
+ * A driver shim of test/native/ (`name`.c) built into a temporary directory, over `library`: the
+ * path a `*_LIBRARY` variable names (then linked by that path, with an RPATH that wins over
+ * LD_LIBRARY_PATH, as on the GPU machine), or a name for the linker (`-lOpenCL`, `-l:libembree3.so.3`).
+ * The shim reaches that library through dlsym only, hence --no-as-needed. Or why it cannot be built
+ * (no C compiler, no headers): the caller skips. `cleanup()` removes the directory.
+ */
+export function buildShim(name: string, library: string): { path: string; cleanup(): void } | { skip: string } {
+  const dir = mkdtempSync(join(tmpdir(), `memlife-${name}-`));
+  const path = join(dir, `lib${name}.so`);
+  const source = fileURLToPath(new URL(`./native/${name}.c`, import.meta.url));
+  const link = isAbsolute(library)
+    ? [realpathSync(library), `-Wl,--disable-new-dtags,-rpath,${dirname(realpathSync(library))}`]
+    : [library];
+  const args = ["-O2", "-fPIC", "-shared", "-pthread", "-o", path, source, "-Wl,--no-as-needed", ...link, "-ldl"];
+  const r = spawnSync("cc", args, { encoding: "utf8" });
+  const cleanup = () => rmSync(dir, { recursive: true, force: true });
+  if (r.error !== undefined || r.status !== 0) {
+    cleanup();
+    return { skip: `cannot build test/native/${name}.c (${r.error?.message ?? r.stderr.trim()})` };
+  }
+  return { path, cleanup };
+}
+
+/** The OpenCL loader for buildShim: the one OPENCL_LIBRARY names, else the linker's libOpenCL. */
+export function openclLoader(): string {
+  const given = process.env.OPENCL_LIBRARY;
+  return given !== undefined && isAbsolute(given) ? given : "-lOpenCL";
 }
