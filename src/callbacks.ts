@@ -287,6 +287,26 @@ export interface Finalizable<H> {
  */
 const NURSERY_SIZE = 256;
 
+/**
+ * `setTimeout`, or `setInterval` with `repeat`, after making sure there is stack for it. Node counts
+ * a new timer as holding the event loop in its constructor, before the insertion that throws at
+ * the edge of the stack: a timer memlife made inside a call there held a finished program for ever
+ * (a hostile pass; a plain program's own timer does the same). The probe throws RangeError first,
+ * where the caller expects the timer call's own.
+ */
+export function timer(fn: () => void, ms: number, repeat = false): ReturnType<typeof setTimeout> {
+  headroom(STACK_PROBE);
+  return repeat ? setInterval(fn, ms) : setTimeout(fn, ms);
+}
+
+/** Frames the probe takes: more than Node's timer constructor and insertion need. */
+const STACK_PROBE = 48;
+
+function headroom(n: number): number {
+  // Not a loop: each frame must take stack. The sum keeps the calls from being folded away.
+  return n === 0 ? 0 : headroom(n - 1) + 1;
+}
+
 export class SafetyNet<H> {
   #registry: FinalizationRegistry<H>;
   /**
@@ -321,8 +341,8 @@ export class SafetyNet<H> {
     if (held !== undefined) (this.#held ??= new Array<H | undefined>(NURSERY_SIZE).fill(undefined))[i] = held;
     if (i + 1 === NURSERY_SIZE) this.#promote();
     else if (!this.#scheduled) {
-      // Marked once setTimeout returned (see `schedule`).
-      setTimeout(() => {
+      // Marked once the timer call returned (see `schedule`).
+      timer(() => {
         this.#scheduled = false;
         this.#promote();
       }, 0);

@@ -220,9 +220,7 @@ describe("memlife called at the edge of the stack (code that recursed until it o
     assert.equal(r.code, 0, out);
     assert.match(r.stdout.trim().split("\n").at(-1) ?? "", /^ok/, out);
   };
-  // Mode "timers" (frees with a wait list at the edge) is not run: on Node it still keeps a
-  // finished program alive (README, edge of the stack; Node's own timer count), an open defect.
-  for (const mode of ["destructor", "onfree", "quiet"]) {
+  for (const mode of ["destructor", "onfree", "quiet", "timers"]) {
     test(`${mode}: later callbacks still run and the program ends (child process)`, () => stackLimit(mode), 70_000);
   }
 

@@ -9,6 +9,7 @@ import {
   owe,
   paid,
   SafetyNet,
+  timer,
 } from "../callbacks.ts";
 import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
@@ -1031,10 +1032,10 @@ export class CommandQueue {
   #scheduleCheck(delay = ARM_AFTER_MS): void {
     if (this.#checkScheduled) return;
     // Marked once setTimeout returned: at the edge of the stack it may throw (see callbacks.ts `schedule`).
-    const timer = setTimeout(this.#check, delay);
+    const made = timer(this.#check, delay);
     this.#checkScheduled = true;
     // A retry holds nothing: a wait, finish() or a later command completes the pins meanwhile.
-    if (delay !== ARM_AFTER_MS) backend.unrefTimer(timer);
+    if (delay !== ARM_AFTER_MS) backend.unrefTimer(made);
   }
 
   /** The driver could not arm (out of resources): again later, less and less often. */

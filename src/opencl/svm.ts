@@ -13,6 +13,7 @@ import {
   paid,
   returnedPromise,
   SafetyNet,
+  timer,
 } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { EventInfo, MemFlags } from "./constants.ts";
@@ -482,7 +483,7 @@ export function watchFailure(id: number, eventSlot: BigUint64Array): void {
   watched.push({ id, entry, event });
   if (poll === undefined || (!pollHoldsLoop && entry.holds)) {
     clearInterval(poll);
-    poll = setInterval(pollFailures, POLL_MS);
+    poll = timer(pollFailures, POLL_MS, true);
     pollHoldsLoop = entry.holds;
     if (!pollHoldsLoop) backend.unrefTimer(poll);
   }
