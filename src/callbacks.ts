@@ -294,7 +294,9 @@ const NURSERY_SIZE = 256;
  * (a hostile pass; a plain program's own timer does the same). The probe throws RangeError first,
  * where the caller expects the timer call's own.
  */
-export function timer(fn: () => void, ms: number, repeat = false): ReturnType<typeof setTimeout> {
+export function timer(fn: () => void, ms: number, repeat = false): unknown {
+  // `unknown`, as the backends' refTimer/unrefTimer take it: the .d.ts files must not name the
+  // timer types of one runtime's typings (a consumer's TypeScript may have none).
   headroom(STACK_PROBE);
   return repeat ? setInterval(fn, ms) : setTimeout(fn, ms);
 }

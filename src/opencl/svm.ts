@@ -483,7 +483,7 @@ export function watchFailure(id: number, eventSlot: BigUint64Array): void {
   watched.push({ id, entry, event });
   if (poll === undefined || (!pollHoldsLoop && entry.holds)) {
     clearInterval(poll);
-    poll = timer(pollFailures, POLL_MS, true);
+    poll = timer(pollFailures, POLL_MS, true) as ReturnType<typeof setInterval>;
     pollHoldsLoop = entry.holds;
     if (!pollHoldsLoop) backend.unrefTimer(poll);
   }
