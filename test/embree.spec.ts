@@ -1,39 +1,11 @@
 /** Embree: the device memory monitor (seed 004), accounting and budget, errors, threads, lifetimes, exit. */
 import { describe, test } from "vitest";
 import process from "node:process";
-import { assert, gc, runScript, runtime, skip, sleep } from "./helpers.ts";
+import { assert, gc, random, randomMesh, runScript, runtime, skip, sleep } from "./helpers.ts";
 import { EmbreeError, LibraryLoadError, onCallbackError, ReleasedError, rtc } from "../src/mod.ts";
 import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
 
 // --- scenes -----------------------------------------------------------------------------------------
-
-/** mulberry32: the same random scenes on every runtime and run. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** `triangles` small triangles scattered in a 100-unit cube (shared vertices, random winding). */
-function randomMesh(rand: () => number, triangles: number): { vertices: Float32Array; indices: Uint32Array } {
-  const vertices = new Float32Array(triangles * 9);
-  for (let t = 0; t < triangles; t++) {
-    const x = rand() * 100, y = rand() * 100, z = rand() * 100;
-    for (let k = 0; k < 9; k += 3) {
-      vertices[t * 9 + k] = x + rand();
-      vertices[t * 9 + k + 1] = y + rand();
-      vertices[t * 9 + k + 2] = z + rand();
-    }
-  }
-  const indices = new Uint32Array(triangles * 3);
-  for (let i = 0; i < indices.length; i++) indices[i] = i;
-  return { vertices, indices };
-}
 
 /** 1 to 4 meshes of 1 to 3000 triangles each, all from `seed`. */
 function randomScene(seed: number): { vertices: Float32Array; indices: Uint32Array }[] {

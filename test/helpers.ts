@@ -151,3 +151,33 @@ export function openclLoader(): string {
   const given = process.env.OPENCL_LIBRARY;
   return given !== undefined && isAbsolute(given) ? given : "-lOpenCL";
 }
+
+// --- Embree test data ----------------------------------------------------------------------------
+
+/** mulberry32: the same random scenes on every runtime and run. */
+export function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** `triangles` small triangles scattered in a 100-unit cube (shared vertices, random winding). */
+export function randomMesh(rand: () => number, triangles: number): { vertices: Float32Array; indices: Uint32Array } {
+  const vertices = new Float32Array(triangles * 9);
+  for (let t = 0; t < triangles; t++) {
+    const x = rand() * 100, y = rand() * 100, z = rand() * 100;
+    for (let k = 0; k < 9; k += 3) {
+      vertices[t * 9 + k] = x + rand();
+      vertices[t * 9 + k + 1] = y + rand();
+      vertices[t * 9 + k + 2] = z + rand();
+    }
+  }
+  const indices = new Uint32Array(triangles * 3);
+  for (let i = 0; i < indices.length; i++) indices[i] = i;
+  return { vertices, indices };
+}

@@ -3,7 +3,7 @@
  * promise it holds memlife to. Every test makes its own context or device and releases it.
  */
 import { afterAll, describe, test } from "vitest";
-import { assert, runScript, runtime, skip, sleep, withTimeout } from "./helpers.ts";
+import { assert, random, randomMesh, runScript, runtime, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, EmbreeError, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
 import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
 
@@ -15,21 +15,8 @@ const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url)
 /** One triangle. */
 const tri = () => [new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]), new Uint32Array([0, 1, 2])] as const;
 
-/** `triangles` small triangles in a 100-unit cube, the same on every run (an LCG). */
-function mesh(triangles: number): { vertices: Float32Array; indices: Uint32Array } {
-  const vertices = new Float32Array(triangles * 9);
-  let seed = 12345;
-  const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
-  for (let t = 0; t < triangles; t++) {
-    const x = rand() * 100, y = rand() * 100, z = rand() * 100;
-    for (let k = 0; k < 9; k += 3) {
-      vertices[t * 9 + k] = x + rand();
-      vertices[t * 9 + k + 1] = y + rand();
-      vertices[t * 9 + k + 2] = z + rand();
-    }
-  }
-  return { vertices, indices: Uint32Array.from({ length: triangles * 3 }, (_, i) => i) };
-}
+/** `triangles` small triangles in a 100-unit cube, the same on every run. */
+const mesh = (triangles: number) => randomMesh(random(12345), triangles);
 
 /** Polls `condition` every 5 ms until it holds; fails after `ms`. */
 async function until(condition: () => boolean, ms: number, what: string): Promise<void> {
