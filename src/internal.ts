@@ -57,7 +57,5 @@ export const completedThrough: unique symbol = Symbol("memlife.completedThrough"
 export const commandUses: unique symbol = Symbol("memlife.commandUses");
 /** rtc.Device: its DeviceState, which scenes share. */
 export const deviceState: unique symbol = Symbol("memlife.deviceState");
-/** Event, Program, Kernel (src/opencl/child.ts): the last reference went; drop what only a live object needs. */
+/** Event, Program, Kernel: the last reference went; drop what only a live object needs. */
 export const lastRelease: unique symbol = Symbol("memlife.lastRelease");
-/** Event, Program, Kernel: the native release of the handle (Event keeps Deno's fast call when it can). */
-export const releaseHandle: unique symbol = Symbol("memlife.releaseHandle");

@@ -1,13 +1,13 @@
 /**
- * The lifecycle Event, Program and Kernel share: one reference-counted native handle, a context
- * that waits for it (`adopt`/`disown`), the safety net, and `retain`/`release`/dispose/`unsafeHandle`
- * written once. Context and CommandQueue release off the JS thread and Buffer/SVMAllocation have
- * tuned hot paths: they keep their own.
+ * The lifecycle Program and Kernel share: one reference-counted native handle, a context that
+ * waits for it (`adopt`/`disown`), the safety net, and `retain`/`release`/dispose/`unsafeHandle`
+ * written once. Context and CommandQueue release off the JS thread and Buffer, SVMAllocation and
+ * Event (one per command) have tuned hot paths: they keep their own.
  */
 import type { Pointer } from "../../ffi/types.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { ReleasedError } from "../errors.ts";
-import { adoptChild, disownChild, lastRelease, liveHandle, releaseHandle } from "../internal.ts";
+import { adoptChild, disownChild, lastRelease, liveHandle } from "../internal.ts";
 import { check } from "./native.ts";
 import type { Context } from "./context.ts";
 
@@ -80,14 +80,9 @@ export class ContextChild {
       this[lastRelease](handle);
       kind.net.remove(this);
     } else kind.net.renew(this);
-    const status = this[releaseHandle](handle);
+    const status = kind.release(handle);
     if (last) this.context[disownChild]();
     check(kind.releaseFn, status);
-  }
-
-  /** The native release of one reference. */
-  [releaseHandle](handle: Pointer): number {
-    return this.#kind.release(handle);
   }
 
   /** Called once, when the last reference goes: drop what only a live object needs. */

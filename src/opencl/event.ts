@@ -2,14 +2,15 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { type CallbackOutcome, reportCallbackError } from "../callbacks.ts";
-import { OpenCLError } from "../errors.ts";
+import { OpenCLError, ReleasedError } from "../errors.ts";
 import { integer, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray, symbols, unguarded } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
-import { childKind, ContextChild } from "./child.ts";
-import { adoptChild, disownChild, genuine, lastRelease, liveHandle, releaseHandle } from "../internal.ts";
+import { childKind } from "./child.ts";
+import { finalizerState, inRegistry } from "../callbacks.ts";
+import { adoptChild, disownChild, genuine, lastRelease, liveHandle } from "../internal.ts";
 
 const kind = childKind({
   name: "Event",
@@ -72,7 +73,11 @@ export interface CommandTracker {
  * const event = queue.enqueueSVMFree(allocs, { onFree: () => console.log("freed") });
  * await event.wait(); // the command completed and onFree ran
  */
-export class Event extends ContextChild {
+export class Event {
+  #handle: Pointer | null;
+  #refs = 1;
+  readonly #kind: typeof kind;
+  readonly context: Context;
   /** JS-side work that completes the command from the program's point of view (e.g. `onFree`). */
   #after: CallbackOutcome | undefined;
   /** The queue whose command this is, and the command's number there. */
@@ -86,6 +91,7 @@ export class Event extends ContextChild {
    * as long as the queue is still open.
    */
   #quiet: boolean;
+  [inRegistry] = false;
 
   /** @internal Whether `value` is one itself, not a Proxy of one (see `genuine` in internal.ts). */
   static [genuine](value: unknown): value is Event {
@@ -105,11 +111,74 @@ export class Event extends ContextChild {
     seq = 0,
     quiet = false,
   ) {
-    super(handle, context, (new.target as unknown) === UserEvent ? userKind : kind);
+    // Not a ContextChild, as Buffer and SVMAllocation are not: V8 makes an object of a derived
+    // class 15 ns slower than one of a class of its own (bench/js-cost.ts "event"), every command.
+    this.#handle = handle;
+    this.#kind = (new.target as unknown) === UserEvent ? userKind : kind;
+    this.context = context;
     this.#after = after;
     this.#tracker = tracker;
     this.#seq = seq;
     this.#quiet = quiet;
+    context[adoptChild]();
+    this.#kind.net.add(this);
+  }
+
+  [finalizerState](): { handle: Pointer; context: Context; refs: number } {
+    return { handle: this.#handle!, context: this.context, refs: this.#refs };
+  }
+
+  get alive(): boolean {
+    return this.#handle !== null;
+  }
+
+  [liveHandle](): Pointer {
+    if (this.#handle === null) throw new ReleasedError(this.#kind.name);
+    return this.#handle;
+  }
+
+  /** Adds a native reference; each `retain()` needs its own `release()`. */
+  retain(): this {
+    check("clRetainEvent", symbols.clRetainEvent(this[liveHandle]()));
+    this.#refs++;
+    this.#kind.net.renew(this);
+    return this;
+  }
+
+  /** Drops a reference; after the last one the object can't be used. A further call does nothing. */
+  release(): void {
+    const handle = this.#handle;
+    if (handle === null) return;
+    const net = this.#kind.net;
+    const tracker = this.#tracker;
+    const last = --this.#refs === 0;
+    if (last) {
+      this.#handle = null;
+      // The tracker (a closure over the queue) and the outcome must not outlive the last reference,
+      // or a released event the program keeps would keep a dropped queue from the safety net. A
+      // wait() under way holds its own.
+      this.#tracker = undefined;
+      this.#after = undefined;
+      this[lastRelease](handle);
+      net.remove(this);
+    } else net.renew(this);
+    const status = this.#quiet && tracker !== undefined && tracker.open()
+      ? unguarded.clReleaseEvent(handle)
+      : symbols.clReleaseEvent(handle);
+    if (last) this.context[disownChild]();
+    check("clReleaseEvent", status);
+  }
+
+  /** Called once, when the last reference goes. */
+  [lastRelease](_handle: Pointer): void {}
+
+  [Symbol.dispose](): void {
+    this.release();
+  }
+
+  /** The raw handle (cl_event). Unsafe: invalid after release. */
+  get unsafeHandle(): Pointer {
+    return this[liveHandle]();
   }
 
   /** CL_EVENT_COMMAND_TYPE, e.g. `cl.CommandType.SVM_FREE` (0x1209). */
@@ -170,20 +239,6 @@ export class Event extends ContextChild {
     }
     check("clWaitForEvents", status);
     await after;
-  }
-
-  override [releaseHandle](handle: Pointer): number {
-    const tracker = this.#tracker;
-    if (!this.alive) {
-      // The last reference: the tracker (a closure over the queue) and the outcome must not outlive
-      // it, or a released event the program keeps would keep a dropped queue from the safety net.
-      // A wait() under way holds its own.
-      this.#tracker = undefined;
-      this.#after = undefined;
-    }
-    return this.#quiet && tracker !== undefined && tracker.open()
-      ? unguarded.clReleaseEvent(handle)
-      : symbols.clReleaseEvent(handle);
   }
 }
 
