@@ -11,11 +11,11 @@
 import * as memlife from "../src/mod.ts";
 import { cl } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
-import type { CallbackDef, Pointer } from "../ffi/types.ts";
+import type { CallbackDef } from "../ffi/types.ts";
 import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 import { embreeCallbacks, embreeSymbols } from "../ffi/symbols/embree.ts";
 import { libcSymbols, RTLD_GLOBAL, RTLD_NODELETE, RTLD_NOW } from "../ffi/symbols/libc.ts";
-import { openRaw } from "./raw.ts";
+import { openRaw, type RawPointer } from "./raw.ts";
 import { type Body, emit, type Entry, measureAll, type MeasureOptions, settler } from "./measure.ts";
 import { budgetBytes, type CaseSpec, embreeCases, matches, openclCases, pipelineKernel, triangleSets } from "./plan.ts";
 
@@ -145,7 +145,7 @@ async function openclBenchmarks(): Promise<void> {
   });
   // With pfn_free_func the application frees the pointers. Bun's svm_pointers array may be gone
   // by the time a queued callback runs (DESIGN.md), so the pointers stay on the JS side, by id.
-  const rawPending: (Pointer | null)[] = new Array(SVM_BATCH + 1).fill(null);
+  const rawPending: RawPointer[] = new Array(SVM_BATCH + 1).fill(null);
   let rawFreed = 0;
   const rawSvmFree = backend.callback(
     own(openclCallbacks.svmFree),
@@ -239,12 +239,12 @@ async function openclBenchmarks(): Promise<void> {
         const expected = rawFreed + (mode === "onFree" ? n : 0);
         for (let i = 0; i < n; i++) {
           const ptr = f.clSVMAlloc(context, rw, wideSize, 0);
-          if (ptr === null) throw new Error("clSVMAlloc returned NULL");
+          if (!ptr) throw new Error("clSVMAlloc returned NULL");
           if (mode === "release") {
             f.clSVMFree(context, ptr);
             continue;
           }
-          svmList[0] = backend.address(ptr);
+          svmList[0] = f.address(ptr);
           let status: number;
           if (mode === "onFree") {
             const id = (i % SVM_BATCH) + 1;
@@ -254,8 +254,8 @@ async function openclBenchmarks(): Promise<void> {
             status = f.clEnqueueSVMFree(q, 1, svmList, null, ids[0], 0, null, eventSlot);
           }
           if (status !== 0) throw new Error(`clEnqueueSVMFree: ${status}`);
-          if (mode === "onFree") f.clReleaseEventReentrant(backend.fromAddress(eventSlot[0]));
-          else f.clReleaseEvent(backend.fromAddress(eventSlot[0]));
+          if (mode === "onFree") f.clReleaseEventReentrant(f.event(eventSlot));
+          else f.clReleaseEvent(f.event(eventSlot));
           if ((i + 1) % SVM_BATCH === 0) await raw.async.clFinish(q);
         }
         if (mode !== "release") await raw.async.clFinish(q);

@@ -14,6 +14,8 @@
  * not measured). Lines, each the median of `rounds` samples taken round-robin:
  *   svm raw / svm memlife      alloc + queued free + event release (the bench's "enqueueSVMFree")
  *   svm memlife, options {}    the same with an empty options bag
+ *   svm alloc raw / memlife    svmAlloc + release (clSVMAlloc + clSVMFree)
+ *   event raw / memlife        a command's event: made from the enqueue's out-argument, released
  *   svm memlife, onFree awaited  with an `onFree` (called after the call returned, as PoCL's worker
  *                              does), `event.wait()` awaited each time
  *   writeBuffer awaited        `await queue.writeBuffer(buffer, view)`: enqueue, wait, release
@@ -31,6 +33,8 @@
 import { cl } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
 import { bufferArguments } from "../src/opencl/buffer.ts";
+import { eventOut } from "../src/opencl/native.ts";
+import { newCommand } from "../src/internal.ts";
 const use = { hostPtr: "use" } as const;
 import type { Callback, Pointer } from "../ffi/types.ts";
 
@@ -139,6 +143,22 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
       list[0] = backend.address(s.clSVMAlloc(context, 1, 4096, 0) as Pointer);
       if (s.clEnqueueSVMFree(q, 1, list, null, 0, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree");
       s.clReleaseEvent(backend.fromAddress(slot[0]));
+    }
+  },
+  "svm alloc raw": (n) => {
+    for (let i = 0; i < n; i++) s.clSVMFree(context, s.clSVMAlloc(context, 1, 4096, 0));
+  },
+  "svm alloc memlife": (n) => {
+    for (let i = 0; i < n; i++) ctx.svmAlloc(4096).release();
+  },
+  "event raw": (n) => {
+    for (let i = 0; i < n; i++) s.clReleaseEvent(backend.fromAddress(fakeEvent));
+  },
+  "event memlife": (n) => {
+    const commands = queue as unknown as { [newCommand](after: undefined, quiet: boolean): cl.Event };
+    for (let i = 0; i < n; i++) {
+      eventOut[0] = fakeEvent;
+      commands[newCommand](undefined, true).release();
     }
   },
   "svm memlife": (n) => {

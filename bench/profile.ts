@@ -15,7 +15,6 @@
  */
 import { Session } from "node:inspector/promises";
 import { cl } from "../src/mod.ts";
-import { backend } from "../src/backend.ts";
 import { openRaw } from "./raw.ts";
 
 interface ProfileNode {
@@ -56,9 +55,9 @@ const loops: Record<string, (n: number) => Promise<void> | void> = {
     const flags = f.wide(1), size = f.wide(4096), userData = f.wide(0);
     const list = new BigUint64Array(new ArrayBuffer(8)), slot = new BigUint64Array(new ArrayBuffer(8));
     for (let i = 0; i < n; i++) {
-      list[0] = backend.address(f.clSVMAlloc(context, flags, size, 0));
+      list[0] = f.address(f.clSVMAlloc(context, flags, size, 0));
       if (f.clEnqueueSVMFree(q, 1, list, null, userData, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree");
-      f.clReleaseEvent(backend.fromAddress(slot[0]));
+      f.clReleaseEvent(f.event(slot));
       if (i % 256 === 255) await queue.finish();
     }
     await queue.finish();

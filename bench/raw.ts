@@ -7,7 +7,10 @@
  *   koffi's `func`) with no wrapper; a size goes as a number, their fastest form.
  * - Deno: `Deno.dlopen` itself, not the backend's wrappers: 64-bit integers go as bigints (the
  *   only form V8's fast call takes), and a call in which nothing can call back into JS keeps the
- *   fast call even for symbols the backend marks `reentrant`. Where a JS callback may run inside
+ *   fast call even for symbols the backend marks `reentrant`. An SVM pointer and an event, which
+ *   the loops write into a `BigUint64Array` or read from one, are declared `u64`: they stay
+ *   bigints, with no conversion to and from a pointer object (Deno's own conversions are ops of
+ *   55-65 ns each; memlife's, through the prebuilt library, 9). Where a JS callback may run inside
  *   the call (a destructor inside clReleaseMemObject, pfn_free_func), the floor uses the form
  *   memlife must use too: one extra argument, which keeps V8 off the fast call (ffi/deno.ts says why).
  */
@@ -32,8 +35,13 @@ export interface RawCalls {
   clReleaseMemObject(mem: Pointer): number;
   /** For a buffer with destructor callbacks, which PoCL runs inside the call. */
   clReleaseMemObjectReentrant(mem: Pointer): number;
-  clSVMAlloc(context: Pointer, flags: number | bigint, size: number | bigint, alignment: number): Pointer | null;
-  clSVMFree(context: Pointer, pointer: Pointer | null): void;
+  /** NULL is `null`, or `0n` on Deno. */
+  clSVMAlloc(context: Pointer, flags: number | bigint, size: number | bigint, alignment: number): RawPointer;
+  clSVMFree(context: Pointer, pointer: RawPointer): void;
+  /** An SVM pointer's address, for a `BigUint64Array` list. */
+  address(pointer: RawPointer): bigint;
+  /** The event an enqueue wrote into `slot`, in the form `clReleaseEvent` takes. */
+  event(slot: BigUint64Array): RawPointer;
   /** With no pfn_free_func. */
   clEnqueueSVMFree(
     q: Pointer,
@@ -57,10 +65,13 @@ export interface RawCalls {
     event: BigUint64Array,
   ): number;
   /** An event with no callback of its own and no memory object behind it. */
-  clReleaseEvent(event: Pointer | null): number;
+  clReleaseEvent(event: RawPointer): number;
   /** An event whose command may still owe a JS callback. */
-  clReleaseEventReentrant(event: Pointer | null): number;
+  clReleaseEventReentrant(event: RawPointer): number;
 }
+
+/** A pointer as the raw floor's SVM and event calls take it: the backend's, or a bigint on Deno. */
+export type RawPointer = Pointer | bigint | null;
 
 const names = [
   "clCreateBuffer",
@@ -92,7 +103,11 @@ export function openRaw(path: string): RawCalls {
   const runtime = backend.runtime;
   if (runtime !== "deno") {
     const s = backend.open(path, openclSymbols).unguarded as unknown as Record<string, F>;
-    const calls: Record<string, unknown> = { wide: (n: number) => n };
+    const calls: Record<string, unknown> = {
+      wide: (n: number) => n,
+      address: backend.address,
+      event: (slot: BigUint64Array) => backend.fromAddress(slot[0]),
+    };
     for (const name of names) calls[name] = s[name];
     calls.clReleaseMemObjectReentrant = s.clReleaseMemObject;
     calls.clEnqueueSVMFreeReentrant = s.clEnqueueSVMFree;
@@ -113,6 +128,10 @@ export function openRaw(path: string): RawCalls {
       optional: def.optional === true,
     };
   }
+  const svm = defs.clSVMAlloc as { result: string };
+  svm.result = "u64";
+  (defs.clSVMFree as { parameters: string[] }).parameters[1] = "u64";
+  (defs.clReleaseEvent as { parameters: string[] }).parameters[0] = "u64";
   const s = Deno.dlopen(path, defs).symbols;
   const release = s.clReleaseMemObject, enqueue = s.clEnqueueSVMFree, releaseEvent = s.clReleaseEvent;
   const x = undefined;
@@ -125,6 +144,8 @@ export function openRaw(path: string): RawCalls {
     clReleaseMemObjectReentrant: (mem) => release(mem, x) as number,
     clSVMAlloc: s.clSVMAlloc as RawCalls["clSVMAlloc"],
     clSVMFree: s.clSVMFree as RawCalls["clSVMFree"],
+    address: (pointer) => pointer as bigint,
+    event: (slot) => slot[0],
     clEnqueueSVMFree: enqueue as RawCalls["clEnqueueSVMFree"],
     clEnqueueSVMFreeReentrant: (q, n, list, fn, id, count, wait, event) =>
       enqueue(q, n, list, fn, id, count, wait, event, x) as number,

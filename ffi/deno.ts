@@ -516,11 +516,47 @@ function pointerOf(view: ArrayBufferView): Pointer {
 }
 
 function address(pointer: Pointer | null): bigint {
-  return pointer === null ? 0n : BigInt(Deno.UnsafePointer.value(pointer as unknown as DenoPointer));
+  return pointer === null ? 0n : (conversions ??= openConversions()).address(pointer);
 }
 
 function fromAddress(value: bigint): Pointer | null {
-  return Deno.UnsafePointer.create(BigInt.asUintN(64, value)) as unknown as Pointer | null;
+  return (conversions ??= openConversions()).pointer(value < 0n ? BigInt.asUintN(64, value) : value);
+}
+
+interface Conversions {
+  pointer(address: bigint): Pointer | null;
+  address(pointer: Pointer): bigint;
+}
+
+/**
+ * Deno's own conversions, Deno.UnsafePointer.create and .value, are ops of 55-65 ns each (Deno
+ * 2.9), and every command's event takes one, an SVM allocation's address and a wait another: two
+ * of the ~250 ns of JS an SVM free took on Deno (bench/js-cost.ts). The prebuilt library's
+ * memlife_pointer and memlife_address are fast FFI calls that return their argument as the other
+ * type: 9 ns. Opened directly, not through `open()`, whose wrappers narrow a 64-bit result, and in
+ * Workers too (they keep no state). Where the library is absent or cannot be opened: Deno's own.
+ */
+let conversions: Conversions | undefined;
+function openConversions(): Conversions {
+  const path = nativeLedgerPath(platform());
+  if (path !== null) {
+    try {
+      const s = Deno.dlopen(path, {
+        memlife_pointer: { parameters: ["u64"], result: "pointer" },
+        memlife_address: { parameters: ["pointer"], result: "u64" },
+      }).symbols;
+      return {
+        pointer: s.memlife_pointer as unknown as Conversions["pointer"],
+        address: s.memlife_address as unknown as Conversions["address"],
+      };
+    } catch {
+      // Absent, built from older sources, or --allow-ffi limited to other paths.
+    }
+  }
+  return {
+    pointer: (value) => Deno.UnsafePointer.create(value) as unknown as Pointer | null,
+    address: (pointer) => BigInt(Deno.UnsafePointer.value(pointer as unknown as DenoPointer)),
+  };
 }
 
 function arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer {
@@ -563,11 +599,15 @@ function requirePermissions(envVar: string): void {
   );
 }
 
-/** Where Deno's native ledger would be: `linux-x64`, `linux-arm64`, … (Node's names for them). */
-function ledgerPath(): string | null {
-  if (inWorker) return null;
+/** This platform as the prebuilt library's folders name it: `linux-x64`, `linux-arm64`, … (Node's names). */
+function platform(): string {
   const arch = Deno.build.arch === "x86_64" ? "x64" : Deno.build.arch === "aarch64" ? "arm64" : Deno.build.arch;
-  return nativeLedgerPath(`${Deno.build.os}-${arch}`);
+  return `${Deno.build.os}-${arch}`;
+}
+
+/** Where Deno's native ledger would be: null in a Worker (ffi/native-ledger.ts says why). */
+function ledgerPath(): string | null {
+  return inWorker ? null : nativeLedgerPath(platform());
 }
 
 /** The prebuilt library (ledger and event relay), where it is and this is not a Worker. */
