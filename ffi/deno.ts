@@ -537,6 +537,14 @@ interface Conversions {
  * Workers too (they keep no state). Where the library is absent or cannot be opened: Deno's own.
  */
 let conversions: Conversions | undefined;
+/** For tests: which conversions this thread uses (the library's, or Deno's own where it is absent). */
+export function pointerConversions(): "library" | "deno" {
+  return (conversions ??= openConversions()).pointer === fallback.pointer ? "deno" : "library";
+}
+const fallback: Conversions = {
+  pointer: (value) => Deno.UnsafePointer.create(value) as unknown as Pointer | null,
+  address: (pointer) => BigInt(Deno.UnsafePointer.value(pointer as unknown as DenoPointer)),
+};
 function openConversions(): Conversions {
   const path = nativeLedgerPath(platform());
   if (path !== null) {
@@ -553,10 +561,7 @@ function openConversions(): Conversions {
       // Absent, built from older sources, or --allow-ffi limited to other paths.
     }
   }
-  return {
-    pointer: (value) => Deno.UnsafePointer.create(value) as unknown as Pointer | null,
-    address: (pointer) => BigInt(Deno.UnsafePointer.value(pointer as unknown as DenoPointer)),
-  };
+  return fallback;
 }
 
 function arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer {
