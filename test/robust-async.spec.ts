@@ -371,7 +371,7 @@ describe("arguments whose accessors run code", () => {
           return reads++ === 0 ? 8 : 0;
         },
       };
-      const back = await queue.readBuffer(buf, undefined, options);
+      const back = await queue.readBuffer<Uint8Array>(buf, undefined, options);
       assert.equal(reads, 1, "offset is read once");
       assert.deepEqual([...back], [8, 9, 10, 11, 12, 13, 14, 15]);
     } finally {
@@ -388,7 +388,7 @@ describe("arguments whose accessors run code", () => {
     try {
       const e = queue.enqueueMarker();
       // deno-lint-ignore no-sparse-arrays
-      assert.throws(() => queue.enqueueWriteBuffer(buf, new Uint8Array(4), { waitFor: [e, , e] }), {
+      assert.throws(() => queue.enqueueWriteBuffer(buf, new Uint8Array(4), { waitFor: [e, , e] as cl.Event[] }), {
         name: "TypeError",
         message: /waitFor\[1\] is not a cl.Event/,
       });
