@@ -267,11 +267,15 @@ export const inRegistry: unique symbol = Symbol("memlife.inRegistry");
 export const finalizerState: unique symbol = Symbol("memlife.finalizerState");
 
 export interface Finalizable<H> {
-  /** Whether the object still owns native resources. */
-  readonly alive: boolean;
   [inRegistry]: boolean;
-  /** Asked at registration when `add` got no `held`: keeps the hot path free of allocations. */
-  [finalizerState]?(): H;
+  /**
+   * What the finalizer gets, asked at registration (`held`, when `add` got one, replaces it): keeps
+   * the hot path free of allocations. `undefined` once the object owns no native resource any
+   * more: memlife's own answer, never the public `alive`, which a program can shadow with an own
+   * property (a released event registered with refs 0 had its context disowned twice, and
+   * released natively under a live allocation).
+   */
+  [finalizerState](): H | undefined;
 }
 
 /**
@@ -371,7 +375,8 @@ export class SafetyNet<H> {
   renew(object: Finalizable<H>): void {
     if (!object[inRegistry]) return;
     this.#registry.unregister(object);
-    this.#registry.register(object, object[finalizerState]!(), object);
+    const state = object[finalizerState]!();
+    if (state !== undefined) this.#registry.register(object, state, object);
   }
   #unregister(object: Finalizable<H>): void {
     this.#registry.unregister(object);
@@ -403,16 +408,17 @@ export class SafetyNet<H> {
         h = held[i];
         held[i] = undefined;
       }
-      if (object.alive && !object[inRegistry]) {
-        try {
-          object[inRegistry] = true;
-        } catch {
-          // Frozen by the program: registered, it could never be unregistered, and the finalizer
-          // would release it a second time after its own release(). It stays out of the net.
-          continue;
-        }
-        this.#registry.register(object, h ?? object[finalizerState]!(), object);
+      if (object[inRegistry]) continue;
+      const state = object[finalizerState]!();
+      if (state === undefined) continue; // released
+      try {
+        object[inRegistry] = true;
+      } catch {
+        // Frozen by the program: registered, it could never be unregistered, and the finalizer
+        // would release it a second time after its own release(). It stays out of the net.
+        continue;
       }
+      this.#registry.register(object, h ?? state, object);
     }
   }
 }

@@ -57,5 +57,11 @@ export const completedThrough: unique symbol = Symbol("memlife.completedThrough"
 export const commandUses: unique symbol = Symbol("memlife.commandUses");
 /** rtc.Device: its DeviceState, which scenes share. */
 export const deviceState: unique symbol = Symbol("memlife.deviceState");
-/** Event, Program, Kernel: the last reference went; drop what only a live object needs. */
+/**
+ * Buffer, SVMAllocation, Event, CommandQueue, Program, Kernel: `static [contextOf](x)`, the context
+ * from the private field of an object the caller brand-checked. `x.context` is a getter a program
+ * can shadow with an own property (a "moved" allocation passed the context check: PoCL aborted).
+ */
+export const contextOf: unique symbol = Symbol("memlife.contextOf");
+/** Program, Kernel: the last reference went; drop what only a live object needs. */
 export const lastRelease: unique symbol = Symbol("memlife.lastRelease");

@@ -344,6 +344,14 @@ describe("arguments whose accessors run code", () => {
   );
 
   test(
+    "own properties that shadow `context` or `alive`, and another prototype: memlife reads its own (child process)",
+    async () => {
+      await expectOk("robust-own-properties.ts");
+    },
+    60_000,
+  );
+
+  test(
     "views whose byteLength lies or that a getter shrinks or detaches: the real memory at the native call, or refused (child process)",
     async () => {
       await expectOk("robust-views.ts");

@@ -14,8 +14,8 @@ class Thing {
   constructor(id: number) {
     this.id = id;
   }
-  [finalizerState](): string {
-    return `state ${this.id}`;
+  [finalizerState](): string | undefined {
+    return this.alive ? `state ${this.id}` : undefined;
   }
 }
 

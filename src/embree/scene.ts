@@ -160,8 +160,9 @@ export class Scene {
     net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; state: DeviceState; refs: number } {
-    return { handle: this.#handle!, state: this.#state, refs: this.#refs };
+  [finalizerState](): { handle: Pointer; state: DeviceState; refs: number } | undefined {
+    if (this.#handle === null) return undefined;
+    return { handle: this.#handle, state: this.#state, refs: this.#refs };
   }
 
   get alive(): boolean {

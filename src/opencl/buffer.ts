@@ -19,7 +19,7 @@ import { integer, isDetached, keys, member, memoryBytes, names, plainObject, sho
 import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
-import { adoptChild, commandHandle, disownChild, genuine, liveHandle } from "../internal.ts";
+import { adoptChild, commandHandle, contextOf, disownChild, genuine, liveHandle } from "../internal.ts";
 import { allocationBehind, holdAllocation, letGoAllocation } from "./svm-memory.ts";
 import type { SVMAllocation } from "./svm.ts";
 
@@ -263,7 +263,7 @@ export class Buffer {
   #handle: Pointer | null;
   #refs = 1;
   #destructor: Destructor | undefined;
-  readonly context: Context;
+  readonly #context: Context;
   /** Size in bytes. */
   readonly size: number;
   /** The cl_mem_flags it was created with. */
@@ -285,7 +285,7 @@ export class Buffer {
     held?: SVMAllocation,
   ) {
     this.#handle = handle;
-    this.context = context;
+    this.#context = context;
     this.size = size;
     this.flags = flags;
     context[adoptChild]();
@@ -306,7 +306,7 @@ export class Buffer {
         const handle = this.#handle!;
         this.#handle = null;
         unguarded.clReleaseMemObject(handle);
-        this.context[disownChild]();
+        this.#context[disownChild]();
         throw error;
       }
       entry.hostMemory = hostMemory;
@@ -315,8 +315,19 @@ export class Buffer {
     } else net.add(this);
   }
 
-  [finalizerState](): Held {
-    return { handle: this.#handle!, context: this.context, refs: this.#refs, destructor: this.#destructor };
+  [finalizerState](): Held | undefined {
+    if (this.#handle === null) return undefined;
+    return { handle: this.#handle, context: this.#context, refs: this.#refs, destructor: this.#destructor };
+  }
+
+  /** The context it belongs to. */
+  get context(): Context {
+    return this.#context;
+  }
+
+  /** @internal The context from the private field (see `contextOf`). */
+  static [contextOf](x: Buffer): Context {
+    return x.#context;
   }
 
   get alive(): boolean {
@@ -467,7 +478,7 @@ export class Buffer {
     net.remove(this); // first: what throws must leave the buffer as it was
     this.#handle = null; // #refs stays 1: nothing reads it once the handle is gone
     const status = unguarded.clReleaseMemObject(handle);
-    this.context[disownChild]();
+    this.#context[disownChild]();
     if (status !== 0) check("clReleaseMemObject", status);
   }
 
@@ -481,7 +492,7 @@ export class Buffer {
     } else net.renew(this);
     const entry = this.#destructor;
     const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
-    if (last) this.context[disownChild]();
+    if (last) this.#context[disownChild]();
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
     if (last && entry !== undefined) owedLater(entry);
   }

@@ -7,7 +7,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { ReleasedError } from "../errors.ts";
-import { adoptChild, disownChild, lastRelease, liveHandle } from "../internal.ts";
+import { adoptChild, contextOf, disownChild, lastRelease, liveHandle } from "../internal.ts";
 import { check } from "./native.ts";
 import type { Context } from "./context.ts";
 
@@ -36,19 +36,30 @@ export class ContextChild {
   #handle: Pointer | null;
   #refs = 1;
   readonly #kind: ReturnType<typeof childKind>;
-  readonly context: Context;
+  readonly #context: Context;
   [inRegistry] = false;
 
   constructor(handle: Pointer, context: Context, kind: ReturnType<typeof childKind>) {
     this.#handle = handle;
     this.#kind = kind;
-    this.context = context;
+    this.#context = context;
     context[adoptChild]();
     kind.net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context; refs: number } {
-    return { handle: this.#handle!, context: this.context, refs: this.#refs };
+  [finalizerState](): { handle: Pointer; context: Context; refs: number } | undefined {
+    if (this.#handle === null) return undefined;
+    return { handle: this.#handle, context: this.#context, refs: this.#refs };
+  }
+
+  /** The context it belongs to. */
+  get context(): Context {
+    return this.#context;
+  }
+
+  /** @internal The context from the private field (see `contextOf`). */
+  static [contextOf](x: ContextChild): Context {
+    return x.#context;
   }
 
   get alive(): boolean {
@@ -81,7 +92,7 @@ export class ContextChild {
       kind.net.remove(this);
     } else kind.net.renew(this);
     const status = kind.release(handle);
-    if (last) this.context[disownChild]();
+    if (last) this.#context[disownChild]();
     check(kind.releaseFn, status);
   }
 

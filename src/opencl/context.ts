@@ -121,8 +121,9 @@ export class Context {
     net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; refs: number } {
-    return { handle: this.#handle!, refs: this.#refs };
+  [finalizerState](): { handle: Pointer; refs: number } | undefined {
+    if (this.#handle === null || this.#released) return undefined;
+    return { handle: this.#handle, refs: this.#refs };
   }
 
   get alive(): boolean {

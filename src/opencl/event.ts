@@ -10,7 +10,7 @@ import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind } from "./child.ts";
 import { finalizerState, inRegistry } from "../callbacks.ts";
-import { adoptChild, disownChild, genuine, lastRelease, liveHandle } from "../internal.ts";
+import { adoptChild, contextOf, disownChild, genuine, liveHandle } from "../internal.ts";
 
 const kind = childKind({
   name: "Event",
@@ -77,7 +77,7 @@ export class Event {
   #handle: Pointer | null;
   #refs = 1;
   readonly #kind: typeof kind;
-  readonly context: Context;
+  readonly #context: Context;
   /** JS-side work that completes the command from the program's point of view (e.g. `onFree`). */
   #after: CallbackOutcome | undefined;
   /** The queue whose command this is, and the command's number there. */
@@ -115,7 +115,7 @@ export class Event {
     // class 15 ns slower than one of a class of its own (bench/js-cost.ts "event"), every command.
     this.#handle = handle;
     this.#kind = (new.target as unknown) === UserEvent ? userKind : kind;
-    this.context = context;
+    this.#context = context;
     this.#after = after;
     this.#tracker = tracker;
     this.#seq = seq;
@@ -124,8 +124,19 @@ export class Event {
     this.#kind.net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context; refs: number } {
-    return { handle: this.#handle!, context: this.context, refs: this.#refs };
+  [finalizerState](): { handle: Pointer; context: Context; refs: number } | undefined {
+    if (this.#handle === null) return undefined;
+    return { handle: this.#handle, context: this.#context, refs: this.#refs };
+  }
+
+  /** The context it belongs to. */
+  get context(): Context {
+    return this.#context;
+  }
+
+  /** @internal The context from the private field (see `contextOf`). */
+  static [contextOf](x: Event): Context {
+    return x.#context;
   }
 
   get alive(): boolean {
@@ -159,18 +170,16 @@ export class Event {
       // wait() under way holds its own.
       this.#tracker = undefined;
       this.#after = undefined;
-      this[lastRelease](handle);
+      // Through the kind, not a method: an event given another prototype is released all the same.
+      if (this.#kind === userKind) abandon(handle);
       net.remove(this);
     } else net.renew(this);
     const status = this.#quiet && tracker !== undefined && tracker.open()
       ? unguarded.clReleaseEvent(handle)
       : symbols.clReleaseEvent(handle);
-    if (last) this.context[disownChild]();
+    if (last) this.#context[disownChild]();
     check("clReleaseEvent", status);
   }
-
-  /** Called once, when the last reference goes. */
-  [lastRelease](_handle: Pointer): void {}
 
   [Symbol.dispose](): void {
     this.release();
@@ -214,7 +223,7 @@ export class Event {
     // The cl_event must outlive the wait even if the program releases it meanwhile (a released
     // event waited on crashes PoCL): the wait holds a reference of its own, and its context.
     check("clRetainEvent", opencl().symbols.clRetainEvent(handle));
-    const context = this.context;
+    const context = this.#context;
     context[adoptChild]();
     // Held from the start: an exception of `onFree` that arrives during the native wait is this
     // promise's to deliver, not onCallbackError's.
@@ -257,11 +266,6 @@ export class UserEvent extends Event {
     const handle = opencl().symbols.clCreateUserEvent(context[liveHandle](), errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateUserEvent", errcode[0]);
     super(handle, context);
-  }
-
-  /** Nobody could set its status any more (see `abandon`). */
-  override [lastRelease](handle: Pointer): void {
-    abandon(handle);
   }
 
   /**

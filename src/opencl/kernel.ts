@@ -9,9 +9,11 @@ import { Buffer } from "./buffer.ts";
 import { SVMAllocation } from "./svm.ts";
 import type { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
+import type { Context } from "./context.ts";
 import {
   commandHandle,
   commandUses,
+  contextOf,
   genuine,
   lastRelease,
   liveHandle,
@@ -266,6 +268,11 @@ const KERNEL_ARG_ACCESS_NONE = 0x11a3;
 const openclObjectType =
   /^(?:(?:__)?(?:read_only|write_only|read_write)\s+)?(?:image[123]d\w*_t|sampler_t|queue_t|clk_event_t|reserve_id_t|event_t)$|^(?:(?:__)?(?:read_only|write_only)\s+)?pipe\b/;
 
+/** The context of a buffer or an SVM allocation, brand-checked before: from its private field. */
+function memoryContext(memory: Buffer | SVMAllocation): Context {
+  return SVMAllocation[genuine](memory) ? SVMAllocation[contextOf](memory) : Buffer[contextOf](memory);
+}
+
 export class Kernel extends ContextChild {
   /** The memory objects set as arguments: checked alive at enqueue, pinned by commands. */
   #args: unknown[];
@@ -283,6 +290,11 @@ export class Kernel extends ContextChild {
   /** CL_KERNEL_NUM_ARGS. */
   readonly numArgs: number;
 
+  /** The context from ContextChild's private field: `this.context` can be shadowed (see `contextOf`). */
+  get #context(): Context {
+    return ContextChild[contextOf](this);
+  }
+
   /** @internal use `program.createKernel()`. */
   constructor(program: Program, handle: Pointer) {
     const info = opencl().symbols.clGetKernelInfo;
@@ -294,7 +306,7 @@ export class Kernel extends ContextChild {
       opencl().symbols.clReleaseKernel(handle);
       throw error;
     }
-    super(handle, program.context, kind);
+    super(handle, ContextChild[contextOf](program), kind);
     this.name = name;
     this.numArgs = numArgs;
     this.program = program;
@@ -393,7 +405,7 @@ export class Kernel extends ContextChild {
           }`,
         );
       }
-      if (value !== null && value.context !== this.context) {
+      if (value !== null && memoryContext(value) !== this.#context) {
         throw new TypeError(`${where()}: the memory belongs to another context than the kernel`);
       }
       if (value instanceof SVMAllocation) {
@@ -419,7 +431,7 @@ export class Kernel extends ContextChild {
       // Read once and checked again: a Proxy of a LocalMemory could answer anything, twice.
       const size = integer(value.size, "size_t", "local memory size (bytes)", 1);
       // More than a device has fails an assertion in PoCL 3.1 at the enqueue (the process aborts).
-      const limit = Math.min(...this.context.devices.map((d) => d.localMemSize));
+      const limit = Math.min(...this.#context.devices.map((d) => d.localMemSize));
       if (size > limit) {
         throw new RangeError(`${where()}: cl.local(${size}) is more than the device's ${limit} bytes of local memory`);
       }
@@ -479,7 +491,7 @@ export class Kernel extends ContextChild {
       if (!SVMAllocation[genuine](a)) {
         throw new TypeError(`allocations[${i}] is not a cl.SVMAllocation, got ${show(a)}`);
       }
-      if (a.context !== this.context) {
+      if (SVMAllocation[contextOf](a) !== this.#context) {
         throw new TypeError(`allocations[${i}] belongs to another context than the kernel`);
       }
       kept[i] = a;
@@ -536,23 +548,23 @@ export class Kernel extends ContextChild {
   }
 
   /** CL_KERNEL_WORK_GROUP_SIZE on `device` (default: the context's first). */
-  workGroupSize(device: Device = this.context.devices[0]): number {
+  workGroupSize(device: Device = this.#context.devices[0]): number {
     return this.#workGroupInfo(device, KernelWorkGroupInfo.WORK_GROUP_SIZE);
   }
 
   /** CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE on `device`. */
-  preferredWorkGroupSizeMultiple(device: Device = this.context.devices[0]): number {
+  preferredWorkGroupSizeMultiple(device: Device = this.#context.devices[0]): number {
     return this.#workGroupInfo(device, KernelWorkGroupInfo.PREFERRED_WORK_GROUP_SIZE_MULTIPLE);
   }
 
   /** CL_KERNEL_LOCAL_MEM_SIZE on `device`, in bytes. */
-  localMemSize(device: Device = this.context.devices[0]): number {
+  localMemSize(device: Device = this.#context.devices[0]): number {
     return this.#workGroupInfo(device, KernelWorkGroupInfo.LOCAL_MEM_SIZE);
   }
 
   /** CL_KERNEL_COMPILE_WORK_GROUP_SIZE: the reqd_work_group_size attribute, or [0, 0, 0]. */
-  compileWorkGroupSize(device: Device = this.context.devices[0]): number[] {
-    if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
+  compileWorkGroupSize(device: Device = this.#context.devices[0]): number[] {
+    if (!this.#context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
     const bytes = infoBytes(
       "clGetKernelWorkGroupInfo",
@@ -564,7 +576,7 @@ export class Kernel extends ContextChild {
   }
 
   #workGroupInfo(device: Device, param: number): number {
-    if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
+    if (!this.#context.devices.includes(device)) throw new TypeError("the device is not one of this kernel's context");
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
     return infoU64(
       "clGetKernelWorkGroupInfo",

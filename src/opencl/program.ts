@@ -10,7 +10,7 @@ import { childKind, ContextChild } from "./child.ts";
 import { Device } from "./platform.ts";
 import { Kernel, typedefsOfOpaqueTypes } from "./kernel.ts";
 import { opaqueAliases } from "../internal.ts";
-import { adoptChild, deviceList, disownChild, liveHandle } from "../internal.ts";
+import { adoptChild, contextOf, deviceList, disownChild, liveHandle } from "../internal.ts";
 
 const kind = childKind({
   name: "Program",
@@ -40,6 +40,11 @@ const encoder = new TextEncoder();
 export class Program extends ContextChild {
   /** A build is running: OpenCL refuses a second one on the same program (CL_INVALID_OPERATION). */
   #building = false;
+
+  /** The context from ContextChild's private field: `this.context` can be shadowed (see `contextOf`). */
+  get #context(): Context {
+    return ContextChild[contextOf](this);
+  }
 
   /** @internal use `ctx.createProgram()`. */
   constructor(context: Context, source: string) {
@@ -76,7 +81,7 @@ export class Program extends ContextChild {
     if (devices !== undefined) {
       list = Device[deviceList](devices, "build devices");
       list.forEach((d, i) => {
-        if (!this.context.devices.includes(d)) {
+        if (!this.#context.devices.includes(d)) {
           throw new TypeError(`devices[${i}] is not a device of this program's context`);
         }
       });
@@ -94,7 +99,7 @@ export class Program extends ContextChild {
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
     check("clRetainProgram", opencl().symbols.clRetainProgram(handle));
-    this.context[adoptChild]();
+    this.#context[adoptChild]();
     let status: number;
     try {
       status = await opencl().async.clBuildProgram(
@@ -110,7 +115,7 @@ export class Program extends ContextChild {
     }
     try {
       if (status !== OpenCLStatus.CL_SUCCESS) {
-        const logs = (list ?? [...this.context.devices]).map((device) => ({ device, log: buildLog(handle, device) }));
+        const logs = (list ?? [...this.#context.devices]).map((device) => ({ device, log: buildLog(handle, device) }));
         // CL_INVALID_OPERATION: nothing was built, and the logs are an earlier build's (NVIDIA's).
         const detail = status === OpenCLStatus.CL_INVALID_OPERATION
           ? "the program has kernels (OpenCL rebuilds no program with kernels attached), or another build of it runs"
@@ -121,19 +126,19 @@ export class Program extends ContextChild {
       }
     } finally {
       opencl().symbols.clReleaseProgram(handle);
-      this.context[disownChild]();
+      this.#context[disownChild]();
     }
   }
 
   /** CL_PROGRAM_BUILD_LOG for `device` (default: the context's first device). */
-  buildLog(device: Device = this.context.devices[0]): string {
-    if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
+  buildLog(device: Device = this.#context.devices[0]): string {
+    if (!this.#context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
     return buildLog(this[liveHandle](), device);
   }
 
   /** CL_PROGRAM_BUILD_STATUS: 0 success, -1 none, -2 error, -3 in progress. */
-  buildStatus(device: Device = this.context.devices[0]): number {
-    if (!this.context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
+  buildStatus(device: Device = this.#context.devices[0]): number {
+    if (!this.#context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
     const handle = this[liveHandle]();
     const fn = opencl().symbols.clGetProgramBuildInfo;
     return infoU64(

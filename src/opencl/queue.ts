@@ -54,6 +54,7 @@ import {
   commandHandle,
   commandUses,
   completedThrough,
+  contextOf,
   disownChild,
   genuine,
   liveHandle,
@@ -338,7 +339,8 @@ export class SVMMapping {
     return this.#mapped;
   }
 
-  [finalizerState](): MappingHeld {
+  [finalizerState](): MappingHeld | undefined {
+    if (!this.#mapped) return undefined;
     return { queue: this.#queue, allocation: this.#allocation, pointer: this.#pointer };
   }
 
@@ -426,9 +428,19 @@ export class CommandQueue {
   #checkScheduled = false;
   /** Arms the driver refused in a row (see #retryCheck). */
   #armFailures = 0;
-  readonly context: Context;
+  readonly #context: Context;
   readonly device: Device;
   [inRegistry] = false;
+
+  /** The context it belongs to. */
+  get context(): Context {
+    return this.#context;
+  }
+
+  /** @internal The context from the private field (see `contextOf`). */
+  static [contextOf](queue: CommandQueue): Context {
+    return queue.#context;
+  }
 
   /** @internal use `ctx.createCommandQueue()`; `existing`: see [callbackQueue]. */
   constructor(context: Context, device: Device, existing?: Pointer) {
@@ -444,14 +456,15 @@ export class CommandQueue {
     }
     this.#handle = handle;
     this.#native = handle;
-    this.context = context;
+    this.#context = context;
     this.device = device;
     context[adoptChild]();
     net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context; refs: number } {
-    return { handle: this.#handle!, context: this.context, refs: this.#refs };
+  [finalizerState](): { handle: Pointer; context: Context; refs: number } | undefined {
+    if (this.#handle === null) return undefined;
+    return { handle: this.#handle, context: this.#context, refs: this.#refs };
   }
 
   get alive(): boolean {
@@ -471,7 +484,7 @@ export class CommandQueue {
    * the callback is done.
    */
   [callbackQueue](): CommandQueue {
-    return this.#handle !== null ? this : new CommandQueue(this.context, this.device, this.#native);
+    return this.#handle !== null ? this : new CommandQueue(this.#context, this.device, this.#native);
   }
 
   /**
@@ -482,7 +495,9 @@ export class CommandQueue {
    */
   #checkBuffer(buffer: Buffer): void {
     if (!Buffer[genuine](buffer)) throw new TypeError(`expected a cl.Buffer, got ${show(buffer)}`);
-    if (buffer.context !== this.context) throw new TypeError("the buffer belongs to another context than this queue");
+    if (Buffer[contextOf](buffer) !== this.#context) {
+      throw new TypeError("the buffer belongs to another context than this queue");
+    }
   }
 
   /**
@@ -617,7 +632,7 @@ export class CommandQueue {
       if (seen !== undefined) twice = seen.size === seen.add(a).size;
       else for (let j = 0; j < i && !twice; j++) twice = given[j] === a;
       if (twice) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
-      refuseUnfreeable(this.context, a, i);
+      refuseUnfreeable(this.#context, a, i);
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
@@ -648,7 +663,7 @@ export class CommandQueue {
       return this[newCommand](undefined, true);
     }
     const pointers = given.map((a) => a[svmPointer]());
-    const { id, entry, outcome, called } = registerFree(this, this.context[nativeHandle](), given, pointers, onFree);
+    const { id, entry, outcome, called } = registerFree(this, this.#context[nativeHandle](), given, pointers, onFree);
     let status: number;
     try {
       status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
@@ -688,7 +703,7 @@ export class CommandQueue {
   #freeOne(a: unknown): Event {
     if (!SVMAllocation[genuine](a)) throw new TypeError(`allocations[0] is not a cl.SVMAllocation, got ${show(a)}`);
     const handle = this[liveHandle]();
-    refuseUnfreeable(this.context, a, 0);
+    refuseUnfreeable(this.#context, a, 0);
     const array = scratchPointers(1);
     array[0] = SVMAllocation[svmAddress](a);
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
@@ -723,7 +738,9 @@ export class CommandQueue {
   enqueueNDRangeKernel(kernel: Kernel, globalSize: readonly number[], options?: NDRangeOptions): Event {
     this[liveHandle]();
     if (!Kernel[genuine](kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
-    if (kernel.context !== this.context) throw new TypeError("the kernel belongs to another context than this queue");
+    if (Kernel[contextOf](kernel) !== this.#context) {
+      throw new TypeError("the kernel belongs to another context than this queue");
+    }
     kernel[liveHandle]();
     const bag = checkOptions(options, ndrangeKeys, "enqueueNDRangeKernel options");
     const local = own(bag, "local") as number[] | undefined;
@@ -799,7 +816,9 @@ export class CommandQueue {
   /** One side of an SVM memcpy, checked: its length in bytes. */
   #svmSide(x: unknown, what: string): number {
     if (SVMAllocation[genuine](x)) {
-      if (x.context !== this.context) throw new TypeError(`${what} belongs to another context than this queue`);
+      if (SVMAllocation[contextOf](x) !== this.#context) {
+        throw new TypeError(`${what} belongs to another context than this queue`);
+      }
       x[svmPointer](); // ReleasedError
       return SVMAllocation[svmSize](x);
     }
@@ -818,7 +837,7 @@ export class CommandQueue {
   enqueueSVMMemFill(allocation: SVMAllocation, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
     this[liveHandle]();
     if (!SVMAllocation[genuine](allocation)) throw new TypeError("enqueueSVMMemFill takes a cl.SVMAllocation");
-    if (allocation.context !== this.context) {
+    if (SVMAllocation[contextOf](allocation) !== this.#context) {
       throw new TypeError("the allocation belongs to another context than this queue");
     }
     const { offset, size: given, waitFor } = fillOptions(options, "enqueueSVMMemFill");
@@ -855,7 +874,7 @@ export class CommandQueue {
   enqueueSVMMap(allocation: SVMAllocation, options?: SVMMapOptions): SVMMapping {
     this[liveHandle]();
     if (!SVMAllocation[genuine](allocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
-    if (allocation.context !== this.context) {
+    if (SVMAllocation[contextOf](allocation) !== this.#context) {
       throw new TypeError("the allocation belongs to another context than this queue");
     }
     const bag = checkOptions(options, svmMapKeys, "enqueueSVMMap options");
@@ -968,7 +987,7 @@ export class CommandQueue {
   [newCommand](after?: CallbackOutcome, quiet = false): Event {
     return new Event(
       backend.fromAddress(eventOut[0]) as Pointer,
-      this.context,
+      this.#context,
       after,
       this.#tracker,
       ++this.#seq,
@@ -1163,7 +1182,7 @@ export class CommandQueue {
       net.remove(this);
     } else net.renew(this);
     // Only the last reference's release ends the queue as a child of its context.
-    const context = last ? this.context : null;
+    const context = last ? this.#context : null;
     const nativeRelease = () => releaseQueue(handle, context);
     if (this.#pending.size === 0) nativeRelease();
     else void Promise.allSettled([...this.#pending]).then(nativeRelease);
@@ -1235,8 +1254,10 @@ function fillSize(offset: number, given: unknown, total: number, unit: number, w
  */
 /** Throws unless `queue`'s free may take `a` (allocations[i]): this context's, live, not mapped, not a buffer's memory. */
 function refuseUnfreeable(context: Context, a: SVMAllocation, i: number): void {
-  if (a.context !== context) throw new TypeError(`allocations[${i}] belongs to another context than this queue`);
-  a[svmPointer](); // ReleasedError if already freed
+  if (SVMAllocation[contextOf](a) !== context) {
+    throw new TypeError(`allocations[${i}] belongs to another context than this queue`);
+  }
+  SVMAllocation[svmPointer](a); // ReleasedError if already freed
   if (mappedCount.has(a)) {
     throw new OpenCLError(
       "clEnqueueSVMFree",

@@ -27,6 +27,7 @@ import type { CommandQueue } from "./queue.ts";
 import {
   adoptChild,
   callbackQueue,
+  contextOf,
   disownChild,
   genuine,
   liveHandle,
@@ -118,7 +119,7 @@ export class SVMAllocation {
   #taken: Pointer | null = null;
   /** Made on first use: most allocations are only ever passed back to OpenCL as pointers. */
   #address: bigint | undefined = undefined;
-  readonly context: Context;
+  readonly #context: Context;
   // Private behind getters: memlife reads them for the sizes it hands C, and a program could
   // otherwise assign them (an `alloc.size` made larger had a memcpy run past the memory: SIGSEGV).
   readonly #size: number;
@@ -172,15 +173,26 @@ export class SVMAllocation {
       );
     }
     this.#pointer = pointer;
-    this.context = context;
+    this.#context = context;
     this.#size = size;
     this.#fineGrain = fineGrain;
     context[adoptChild]();
     net.add(this);
   }
 
-  [finalizerState](): { context: Context; pointer: Pointer } {
-    return { context: this.context, pointer: this.#pointer! };
+  [finalizerState](): { context: Context; pointer: Pointer } | undefined {
+    if (this.#pointer === null) return undefined;
+    return { context: this.#context, pointer: this.#pointer };
+  }
+
+  /** The context it belongs to. */
+  get context(): Context {
+    return this.#context;
+  }
+
+  /** @internal The context from the private field (see `contextOf`). */
+  static [contextOf](x: SVMAllocation): Context {
+    return x.#context;
   }
 
   get alive(): boolean {
@@ -249,7 +261,7 @@ export class SVMAllocation {
     net.remove(this); // first: what throws must leave the allocation as it was (no double free)
     this.#taken = pointer;
     this.#pointer = null;
-    this.context[disownChild]();
+    this.#context[disownChild]();
     return pointer;
   }
 
@@ -259,7 +271,7 @@ export class SVMAllocation {
    */
   [reclaim](): void {
     this.#pointer = this.#taken;
-    this.context[adoptChild]();
+    this.#context[adoptChild]();
     net.add(this);
   }
 
@@ -276,8 +288,8 @@ export class SVMAllocation {
     if (--this.#uses === 0 && this.#deferred !== null) {
       const pointer = this.#deferred;
       this.#deferred = null;
-      opencl_clSVMFree()(this.context[nativeHandle](), pointer);
-      this.context[disownChild]();
+      opencl_clSVMFree()(this.#context[nativeHandle](), pointer);
+      this.#context[disownChild]();
     }
   }
 
@@ -300,7 +312,7 @@ export class SVMAllocation {
       this.#pointer = null;
       return;
     }
-    const context = this.context[nativeHandle]();
+    const context = this.#context[nativeHandle]();
     opencl_clSVMFree()(context, this[surrender]());
   }
 
