@@ -63,5 +63,3 @@ export const deviceState: unique symbol = Symbol("memlife.deviceState");
  * can shadow with an own property (a "moved" allocation passed the context check: PoCL aborted).
  */
 export const contextOf: unique symbol = Symbol("memlife.contextOf");
-/** Program, Kernel: the last reference went; drop what only a live object needs. */
-export const lastRelease: unique symbol = Symbol("memlife.lastRelease");

@@ -7,7 +7,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { ReleasedError } from "../errors.ts";
-import { adoptChild, contextOf, disownChild, lastRelease, liveHandle } from "../internal.ts";
+import { adoptChild, contextOf, disownChild, liveHandle } from "../internal.ts";
 import { check } from "./native.ts";
 import type { Context } from "./context.ts";
 
@@ -19,6 +19,11 @@ export interface ChildKind {
   readonly releaseFn: string;
   retain(handle: Pointer): number;
   release(handle: Pointer): number;
+  /**
+   * Called once, when the last reference goes: drop what only a live object needs. Through the
+   * kind, not a method: an object given another prototype is released all the same.
+   */
+  lastRelease?(child: ContextChild): void;
 }
 
 /** A kind of child, with the safety net that releases the ones the program forgot. */
@@ -88,16 +93,13 @@ export class ContextChild {
     const last = --this.#refs === 0;
     if (last) {
       this.#handle = null;
-      this[lastRelease](handle);
+      kind.lastRelease?.(this);
       kind.net.remove(this);
     } else kind.net.renew(this);
     const status = kind.release(handle);
     if (last) this.#context[disownChild]();
     check(kind.releaseFn, status);
   }
-
-  /** Called once, when the last reference goes: drop what only a live object needs. */
-  [lastRelease](_handle: Pointer): void {}
 
   [Symbol.dispose](): void {
     this.release();

@@ -10,16 +10,7 @@ import { SVMAllocation } from "./svm.ts";
 import type { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
 import type { Context } from "./context.ts";
-import {
-  commandHandle,
-  commandUses,
-  contextOf,
-  genuine,
-  lastRelease,
-  liveHandle,
-  opaqueAliases,
-  svmPointer,
-} from "../internal.ts";
+import { commandHandle, commandUses, contextOf, genuine, liveHandle, opaqueAliases, svmPointer } from "../internal.ts";
 import { childKind, ContextChild } from "./child.ts";
 
 const kind = childKind({
@@ -28,7 +19,10 @@ const kind = childKind({
   releaseFn: "clReleaseKernel",
   retain: (handle) => opencl().symbols.clRetainKernel(handle),
   release: (handle) => opencl().symbols.clReleaseKernel(handle),
+  lastRelease: (kernel) => dropArguments(kernel as Kernel),
 });
+/** Set by Kernel's static block: forgets a released kernel's arguments (it may be kept). */
+let dropArguments: (kernel: Kernel) => void;
 
 // --- typed values --------------------------------------------------------------------------------
 
@@ -586,10 +580,13 @@ export class Kernel extends ContextChild {
     );
   }
 
-  /** Commands already enqueued with it still run: OpenCL keeps the kernel (and its program) until they complete. */
-  override [lastRelease](): void {
-    this.#args = [];
-    this.#svmPointers = [];
+  // Commands already enqueued with it still run: OpenCL keeps the kernel (and its program) until
+  // they complete, and the command holds what it uses.
+  static {
+    dropArguments = (kernel) => {
+      kernel.#args = [];
+      kernel.#svmPointers = [];
+    };
   }
 }
 
