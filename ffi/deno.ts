@@ -558,7 +558,7 @@ function openConversions(): Conversions {
         address: s.memlife_address as unknown as Conversions["address"],
       };
     } catch {
-      // Absent, built from older sources, or --allow-ffi limited to other paths.
+      // Absent, built from older sources, or denied (--deny-ffi).
     }
   }
   return fallback;
@@ -600,7 +600,8 @@ function requirePermissions(envVar: string): void {
     : "";
   throw new Deno.errors.NotCapable(
     `memlife needs Deno's ${missing.join(" and ")} permission${missing.length > 1 ? "s" : ""} (${why}): ` +
-      `run \`deno run ${missing.join(" ")} main.ts\`${narrower}`,
+      `run \`deno run ${missing.join(" ")} main.ts\`${narrower}` +
+      (missing.includes("--allow-ffi") ? " (--allow-ffi limited to paths is not enough: libraries open by name)" : ""),
   );
 }
 

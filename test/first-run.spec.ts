@@ -1,6 +1,7 @@
 // First-run errors: what a new user sees when a Deno permission is missing or no OpenCL driver is
 // installed, instead of an error that blames the wrong thing.
 import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "vitest";
 import { assert, runScript, runtime, skip } from "./helpers.ts";
@@ -71,6 +72,54 @@ describe("first-run errors", () => {
     assert.equal(report.context.ok, "made", JSON.stringify(report));
     assert.equal(report.embree?.ok, "made", JSON.stringify(report));
   });
+
+  test(
+    "Deno with any --deny-ffi (bare library names then read as paths): libc is still found, and a program with Embree commits ends cleanly, 3 runs",
+    async () => {
+      if (runtime !== "deno") skip("Deno permissions");
+      const absolute = (name: string, found: string[]) => {
+        const given = process.env[name];
+        if (given?.startsWith("/")) return given;
+        return found.find((path) => existsSync(path));
+      };
+      const arch = process.arch === "arm64" ? "aarch64" : "x86_64";
+      const opencl = absolute("OPENCL_LIBRARY", [`/lib/${arch}-linux-gnu/libOpenCL.so.1`, "/usr/lib64/libOpenCL.so.1"]);
+      const embree = absolute("EMBREE_LIBRARY", [
+        `/lib/${arch}-linux-gnu/libembree4.so.4`,
+        `/lib/${arch}-linux-gnu/libembree3.so.3`,
+      ]);
+      if (opencl === undefined || embree === undefined) skip("no OpenCL or Embree library at a known absolute path");
+      const script = fileURLToPath(new URL("./fixtures/deno-deny-ffi.ts", import.meta.url));
+      for (let run = 0; run < 3; run++) {
+        const result = await new Promise<{ code: number | string; stdout: string; stderr: string }>((resolve) => {
+          execFile(
+            "/bin/sh",
+            [
+              "-c",
+              'exec "$MEMLIFE_DENO" run --allow-ffi --deny-ffi=/nonexistent --allow-env --allow-read "$1"',
+              "sh",
+              script,
+            ],
+            {
+              timeout: 60_000,
+              env: {
+                ...process.env,
+                DENO_NO_UPDATE_CHECK: "1",
+                MEMLIFE_DENO: process.execPath,
+                OPENCL_LIBRARY: opencl,
+                EMBREE_LIBRARY: embree,
+              },
+            },
+            (error, stdout, stderr) =>
+              resolve({ code: error ? (error.signal ?? Number(error.code ?? 1)) : 0, stdout, stderr }),
+          );
+        });
+        assert.equal(result.code, 0, `run ${run}: ${result.stderr.slice(-1500)}`);
+        assert.equal(result.stdout.trim().split("\n").pop(), "ok");
+      }
+    },
+    200_000,
+  );
 
   test("no OpenCL platform: getPlatforms() is empty and createContext() says why, naming the ICD variables and drivers", async () => {
     const result = await runScript(fixture, [], {

@@ -12,9 +12,22 @@ export const libcSymbols = {
   fflush: { args: ["ptr"], returns: "i32" }, // int fflush(FILE *stream)
 } as const satisfies SymbolTable;
 
-/** Where libc is, per `process.platform`; none on Windows (nothing to pin, no `_exit` needed). */
+/**
+ * Where libc is, per `process.platform`; none on Windows (nothing to pin, no `_exit` needed). On
+ * Linux the bare names first, then where distributions put it: with any `--deny-ffi`, Deno 2.9
+ * takes a bare name for a path in the working directory, and without libc memlife could neither
+ * pin Embree nor leave without exit handlers (a crash at exit, 3 runs in 3).
+ */
 export const libcPaths: Readonly<Record<string, readonly string[]>> = {
-  linux: ["libc.so.6", "libc.so"],
+  linux: [
+    "libc.so.6",
+    "libc.so",
+    "/lib/x86_64-linux-gnu/libc.so.6",
+    "/lib/aarch64-linux-gnu/libc.so.6",
+    "/lib64/libc.so.6",
+    "/usr/lib64/libc.so.6",
+    "/usr/lib/libc.so.6",
+  ],
   darwin: ["/usr/lib/libSystem.B.dylib"],
 };
 
