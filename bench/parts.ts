@@ -139,11 +139,11 @@ const svmEntries: Entry[] = [
       rawFree(fast.address(fast.clSVMAlloc(context, rw, wideSize, 0)));
     }),
   ],
-  ["+ SVMAllocation", svm(() => rawFree(backend.address(ctx.svmAlloc(size)[surrender]())))],
+  ["+ SVMAllocation", svm(() => rawFree(backend.address(cl.SVMAllocation[surrender](ctx.svmAlloc(size)))))],
   [
     "+ Event object",
     svm(() => {
-      rawEnqueueFree(backend.address(ctx.svmAlloc(size)[surrender]()));
+      rawEnqueueFree(backend.address(cl.SVMAllocation[surrender](ctx.svmAlloc(size))));
       new cl.Event(backend.fromAddress(slot[0])!, ctx).release();
     }),
   ],

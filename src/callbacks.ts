@@ -375,7 +375,7 @@ export class SafetyNet<H> {
   renew(object: Finalizable<H>): void {
     if (!object[inRegistry]) return;
     this.#registry.unregister(object);
-    const state = object[finalizerState]!();
+    const state = typeof object[finalizerState] === "function" ? object[finalizerState]() : undefined;
     if (state !== undefined) this.#registry.register(object, state, object);
   }
   #unregister(object: Finalizable<H>): void {
@@ -409,7 +409,9 @@ export class SafetyNet<H> {
         held[i] = undefined;
       }
       if (object[inRegistry]) continue;
-      const state = object[finalizerState]!();
+      // Given another prototype by the program, it has no state to give: out of the net, as a
+      // frozen object is (README: release it).
+      const state = typeof object[finalizerState] === "function" ? object[finalizerState]() : undefined;
       if (state === undefined) continue; // released
       try {
         object[inRegistry] = true;

@@ -63,3 +63,8 @@ export const deviceState: unique symbol = Symbol("memlife.deviceState");
  * can shadow with an own property (a "moved" allocation passed the context check: PoCL aborted).
  */
 export const contextOf: unique symbol = Symbol("memlife.contextOf");
+/**
+ * Event, Program, Kernel: `static [handleOf](x)`, the live handle from the private field of an
+ * object the caller brand-checked, whatever its prototype (ReleasedError once released).
+ */
+export const handleOf: unique symbol = Symbol("memlife.handleOf");

@@ -7,7 +7,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { ReleasedError } from "../errors.ts";
-import { adoptChild, contextOf, disownChild, liveHandle } from "../internal.ts";
+import { adoptChild, contextOf, disownChild, handleOf, liveHandle } from "../internal.ts";
 import { check } from "./native.ts";
 import type { Context } from "./context.ts";
 
@@ -72,8 +72,13 @@ export class ContextChild {
   }
 
   [liveHandle](): Pointer {
-    if (this.#handle === null) throw new ReleasedError(this.#kind.name);
-    return this.#handle;
+    return ContextChild[handleOf](this);
+  }
+
+  /** @internal The live handle through the class (see `handleOf`). */
+  static [handleOf](child: ContextChild): Pointer {
+    if (child.#handle === null) throw new ReleasedError(child.#kind.name);
+    return child.#handle;
   }
 
   /** Adds a native reference; each `retain()` needs its own `release()`. */

@@ -10,7 +10,7 @@ import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind } from "./child.ts";
 import { finalizerState, inRegistry } from "../callbacks.ts";
-import { adoptChild, contextOf, disownChild, genuine, liveHandle } from "../internal.ts";
+import { adoptChild, contextOf, disownChild, genuine, handleOf, liveHandle } from "../internal.ts";
 
 const kind = childKind({
   name: "Event",
@@ -144,8 +144,13 @@ export class Event {
   }
 
   [liveHandle](): Pointer {
-    if (this.#handle === null) throw new ReleasedError(this.#kind.name);
-    return this.#handle;
+    return Event[handleOf](this);
+  }
+
+  /** @internal The live handle through the class (see `handleOf`). */
+  static [handleOf](event: Event): Pointer {
+    if (event.#handle === null) throw new ReleasedError(event.#kind.name);
+    return event.#handle;
   }
 
   /** Adds a native reference; each `retain()` needs its own `release()`. */
@@ -325,7 +330,7 @@ export function waitEvents(events: unknown): readonly Event[] {
 export function waitHandles(events: readonly Event[]): { count: number; list: BigUint64Array | null } {
   if (events.length === 0) return noWait;
   const handles = new Array<Pointer>(events.length);
-  for (let i = 0; i < events.length; i++) handles[i] = events[i][liveHandle]();
+  for (let i = 0; i < events.length; i++) handles[i] = Event[handleOf](events[i]);
   // The count is the list's own: C reads exactly what was built.
   const list = pointerArray(handles);
   return { count: list.length, list };

@@ -506,8 +506,8 @@ export class Kernel extends ContextChild {
    * @internal At enqueue: throws ReleasedError for an argument released since it was set (its
    * cl_mem or SVM pointer would dangle), and returns the SVM allocations the command uses.
    */
-  [commandUses](): SVMAllocation[] | undefined {
-    const args = this.#args;
+  static [commandUses](kernel: Kernel): SVMAllocation[] | undefined {
+    const args = kernel.#args;
     let svm: SVMAllocation[] | undefined;
     for (let i = 0; i < args.length; i++) {
       const a = args[i];
@@ -523,18 +523,18 @@ export class Kernel extends ContextChild {
       } catch (error) {
         if (!(error instanceof ReleasedError)) throw error;
         throw new ReleasedError(
-          `${isBuffer ? "Buffer" : "SVMAllocation"} set as argument ${i} of kernel "${this.name}"`,
+          `${isBuffer ? "Buffer" : "SVMAllocation"} set as argument ${i} of kernel "${kernel.name}"`,
         );
       }
       if (!isBuffer) (svm ??= []).push(a as SVMAllocation);
     }
-    const extra = this.#svmPointers;
+    const extra = kernel.#svmPointers;
     for (let i = 0; i < extra.length; i++) {
       try {
         SVMAllocation[svmPointer](extra[i]);
       } catch (error) {
         if (!(error instanceof ReleasedError)) throw error;
-        throw new ReleasedError(`SVMAllocation given to setSVMPointers of kernel "${this.name}"`);
+        throw new ReleasedError(`SVMAllocation given to setSVMPointers of kernel "${kernel.name}"`);
       }
       (svm ??= []).push(extra[i]);
     }

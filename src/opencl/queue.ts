@@ -57,6 +57,7 @@ import {
   contextOf,
   disownChild,
   genuine,
+  handleOf,
   liveHandle,
   nativeHandle,
   newCommand,
@@ -651,7 +652,7 @@ export class CommandQueue {
       // Cleared before anything that may throw: the scratch holds the previous enqueue's event.
       eventOut[0] = 0n;
       try {
-        for (; surrendered < n; surrendered++) given[surrendered][surrender]();
+        for (; surrendered < n; surrendered++) SVMAllocation[surrender](given[surrendered]);
         status = clEnqueueSVMFreeQuiet(handle, n, array, null, 0, count, list, eventOut) as number;
       } catch (error) {
         // The event it wrote shows that the call happened.
@@ -685,7 +686,7 @@ export class CommandQueue {
     // Queued: the allocations are the command's, and its callback frees those counted here (all of
     // them, unless the edge of the stack stops this loop: the rest stay the program's).
     while (entry.surrendered < n) {
-      given[entry.surrendered][surrender]();
+      SVMAllocation[surrender](given[entry.surrendered]);
       entry.surrendered++;
     }
     oweFree(id);
@@ -711,17 +712,17 @@ export class CommandQueue {
     let status: number;
     eventOut[0] = 0n;
     try {
-      a[surrender]();
+      SVMAllocation[surrender](a);
       surrendered = true;
       status = clEnqueueSVMFreeQuiet(handle, 1, array, null, 0, 0, null, eventOut) as number;
     } catch (error) {
       if (eventOut[0] === 0n) {
-        if (surrendered) a[reclaim]();
+        if (surrendered) SVMAllocation[reclaim](a);
         throw error;
       }
       status = OpenCLStatus.CL_SUCCESS;
     }
-    if (status !== OpenCLStatus.CL_SUCCESS) a[reclaim]();
+    if (status !== OpenCLStatus.CL_SUCCESS) SVMAllocation[reclaim](a);
     check("clEnqueueSVMFree", status);
     return this[newCommand](undefined, true);
   }
@@ -741,7 +742,7 @@ export class CommandQueue {
     if (Kernel[contextOf](kernel) !== this.#context) {
       throw new TypeError("the kernel belongs to another context than this queue");
     }
-    kernel[liveHandle]();
+    Kernel[handleOf](kernel);
     const bag = checkOptions(options, ndrangeKeys, "enqueueNDRangeKernel options");
     const local = own(bag, "local") as number[] | undefined;
     const offset = own(bag, "offset") as number[] | undefined;
@@ -750,8 +751,8 @@ export class CommandQueue {
     // fills the shared scratch they go down in; after it, no code of the program's runs.
     const sizes = ndrangeSizes(globalSize, local, offset);
     const handle = this[liveHandle]();
-    const k = kernel[liveHandle]();
-    const svm = kernel[commandUses]();
+    const k = Kernel[handleOf](kernel);
+    const svm = Kernel[commandUses](kernel);
     const { count, list } = waitHandles(events);
     check(
       "clEnqueueNDRangeKernel",
@@ -1275,6 +1276,6 @@ function refuseUnfreeable(context: Context, a: SVMAllocation, i: number): void {
 }
 
 function reclaimAll(given: SVMAllocation[], surrendered: number, error?: unknown): unknown {
-  for (let i = 0; i < surrendered; i++) given[i][reclaim]();
+  for (let i = 0; i < surrendered; i++) SVMAllocation[reclaim](given[i]);
   return error;
 }

@@ -255,13 +255,14 @@ export class SVMAllocation {
   /**
    * @internal The allocation now belongs to a free command (or is freed): no more use. It leaves
    * `liveObjects` here: for a free command at enqueue, though the memory goes back when it runs.
+   * Static, as the others a free command calls: an allocation given another prototype is freed.
    */
-  [surrender](): Pointer {
-    const pointer = this[svmPointer]();
-    net.remove(this); // first: what throws must leave the allocation as it was (no double free)
-    this.#taken = pointer;
-    this.#pointer = null;
-    this.#context[disownChild]();
+  static [surrender](a: SVMAllocation): Pointer {
+    const pointer = SVMAllocation[svmPointer](a);
+    net.remove(a); // first: what throws must leave the allocation as it was (no double free)
+    a.#taken = pointer;
+    a.#pointer = null;
+    a.#context[disownChild]();
     return pointer;
   }
 
@@ -269,10 +270,10 @@ export class SVMAllocation {
    * @internal The free command that took the pointer with `surrender()` did not happen (it threw,
    * or failed): the allocation is the program's again, as before.
    */
-  [reclaim](): void {
-    this.#pointer = this.#taken;
-    this.#context[adoptChild]();
-    net.add(this);
+  static [reclaim](a: SVMAllocation): void {
+    a.#pointer = a.#taken;
+    a.#context[adoptChild]();
+    net.add(a);
   }
 
   /**
@@ -313,7 +314,7 @@ export class SVMAllocation {
       return;
     }
     const context = this.#context[nativeHandle]();
-    opencl_clSVMFree()(context, this[surrender]());
+    opencl_clSVMFree()(context, SVMAllocation[surrender](this));
   }
 
   [Symbol.dispose](): void {
