@@ -209,13 +209,18 @@ export function bufferArguments(
         throw unknownOption(key, bufferOptionKeys, "createBuffer options");
       }
     }
-    // Asked first, read second: an inherited getter (a patched Object.prototype) never runs.
-    const given = Object.hasOwn(bag, "hostPtr") ? bag.hostPtr : undefined;
+    // Asked first, read second: an inherited getter (a patched Object.prototype) never runs. Each
+    // key asked as `plainObject` says, written out per key (see there).
+    const given = "hostPtr" in bag && (!("hostPtr" in Object.prototype) || Object.hasOwn(bag, "hostPtr"))
+      ? bag.hostPtr
+      : undefined;
     mode = given === "use" || given === "copy" || given === "alloc"
       ? given
       : member(hostPtrModes, given, "hostPtr", undefined);
     // Every option is read before the view is looked at: a getter may resize or detach it.
-    if (Object.hasOwn(bag, "access")) flags = member(accessFlags, bag.access, "access", flags);
+    if ("access" in bag && (!("access" in Object.prototype) || Object.hasOwn(bag, "access"))) {
+      flags = member(accessFlags, bag.access, "access", flags);
+    }
   }
   if (typeof sizeOrData === "number") {
     size = integer(sizeOrData, "size_t", "buffer size", 1);

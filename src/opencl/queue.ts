@@ -602,10 +602,15 @@ export class CommandQueue {
           throw unknownOption(key, svmFreeKeys, "enqueueSVMFree options");
         }
       }
-      // Asked first, read second: an inherited getter (a patched Object.prototype) never runs.
-      const given = Object.hasOwn(bag, "onFree") ? bag.onFree : undefined;
+      // Asked first, read second: an inherited getter (a patched Object.prototype) never runs. Each
+      // key asked as `plainObject` says, written out per key (see there).
+      const given = "onFree" in bag && (!("onFree" in Object.prototype) || Object.hasOwn(bag, "onFree"))
+        ? bag.onFree
+        : undefined;
       if (given !== undefined) onFree = callable<SVMFreeCallback>(given, "onFree", "(queue, allocations) => void");
-      if (Object.hasOwn(bag, "waitFor")) waitFor = bag.waitFor;
+      if ("waitFor" in bag && (!("waitFor" in Object.prototype) || Object.hasOwn(bag, "waitFor"))) {
+        waitFor = bag.waitFor;
+      }
     }
     const n = allocations.length;
     // The usual call, one allocation and nothing to call back or wait for, without the lists: 6 ns
