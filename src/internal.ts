@@ -17,7 +17,11 @@ export const deviceList: unique symbol = Symbol("memlife.deviceList");
 export const liveHandle: unique symbol = Symbol("memlife.liveHandle");
 /** Context: the cl_context for children, valid until the last child let go, even after release(). */
 export const nativeHandle: unique symbol = Symbol("memlife.nativeHandle");
-/** Context: a child (buffer, queue, event, SVM allocation, program, kernel) now depends on it. */
+/**
+ * Context: a child (buffer, queue, event, SVM allocation, program, kernel) now depends on it. Also
+ * `static [adoptChild](context)` and `static [disownChild](context)`, whatever the context's
+ * prototype (child.ts `adopt`/`disown` call them).
+ */
 export const adoptChild: unique symbol = Symbol("memlife.adoptChild");
 /** Context: a child released its native reference. */
 export const disownChild: unique symbol = Symbol("memlife.disownChild");
@@ -65,6 +69,7 @@ export const deviceState: unique symbol = Symbol("memlife.deviceState");
 export const contextOf: unique symbol = Symbol("memlife.contextOf");
 /**
  * Event, Program, Kernel: `static [handleOf](x)`, the live handle from the private field of an
- * object the caller brand-checked, whatever its prototype (ReleasedError once released).
+ * object the caller brand-checked, whatever its prototype (ReleasedError once released). Device:
+ * its cl_device_id (`unsafeHandle` is a getter of a prototype the program can redefine).
  */
 export const handleOf: unique symbol = Symbol("memlife.handleOf");

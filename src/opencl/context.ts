@@ -13,7 +13,17 @@ import { show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
 import { SVMAllocation, type SVMOptions } from "./svm.ts";
 import { Program } from "./program.ts";
-import { adoptChild, deviceList, disownChild, liveHandle, nativeHandle, svmChecked, svmPassed } from "../internal.ts";
+import { parentClass } from "./child.ts";
+import {
+  adoptChild,
+  deviceList,
+  disownChild,
+  handleOf,
+  liveHandle,
+  nativeHandle,
+  svmChecked,
+  svmPassed,
+} from "../internal.ts";
 
 const net = new SafetyNet<{ handle: Pointer; refs: number }>(({ handle, refs }) => {
   for (let i = 0; i < refs; i++) releaseContext(handle);
@@ -103,7 +113,11 @@ export class Context {
   /** Kinds of SVM allocation (bits, see svm.ts) every device was found to support, and the largest size they all take. */
   #svmKinds = 0;
   #svmMaxSize = 0;
-  readonly devices: readonly Device[];
+  /**
+   * Read-only and not configurable (set in the constructor): memlife checks devices against it and
+   * trusts their figures (a list assigned over it, with a `localMemSize` too large, had PoCL abort).
+   */
+  declare readonly devices: readonly Device[];
   [inRegistry] = false;
 
   /** @internal use `cl.createContext()`. */
@@ -113,11 +127,11 @@ export class Context {
     if (list.some((d) => d.platform !== platform)) {
       throw new TypeError("all devices of a context must come from one platform");
     }
-    const ids = pointerArray(list.map((d) => d.unsafeHandle));
+    const ids = pointerArray(list.map((d) => Device[handleOf](d)));
     const handle = opencl().symbols.clCreateContext(null, list.length, ids, null, 0, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateContext", errcode[0]);
     this.#handle = handle;
-    this.devices = Object.freeze(list);
+    Object.defineProperty(this, "devices", { value: Object.freeze(list), enumerable: true });
     net.add(this);
   }
 
@@ -245,6 +259,19 @@ export class Context {
     if (--this.#children === 0 && this.#released) this.#nativeRelease();
   }
 
+  /**
+   * @internal `adoptChild` and `disownChild` through the class, whatever the context's prototype:
+   * a program may give its context another prototype while children live (their release threw
+   * TypeError after the native release, and the context was never released).
+   */
+  static [adoptChild](context: Context): void {
+    context.#children++;
+  }
+
+  static [disownChild](context: Context): void {
+    if (--context.#children === 0 && context.#released) context.#nativeRelease();
+  }
+
   /** CL_CONTEXT_REFERENCE_COUNT (stale at once: for debugging). */
   get referenceCount(): number {
     return infoU64(
@@ -292,6 +319,9 @@ export class Context {
     return this[liveHandle]();
   }
 }
+
+// Children adopt and disown a context through its class (see child.ts `parentClass`).
+parentClass(Context);
 
 /**
  * A context on `devices` (default: see `defaultDevice`).

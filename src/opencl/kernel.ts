@@ -7,10 +7,19 @@ import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWork
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { SVMAllocation } from "./svm.ts";
-import type { Device } from "./platform.ts";
+import { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
 import type { Context } from "./context.ts";
-import { commandHandle, commandUses, contextOf, genuine, liveHandle, opaqueAliases, svmPointer } from "../internal.ts";
+import {
+  commandHandle,
+  commandUses,
+  contextOf,
+  genuine,
+  handleOf,
+  liveHandle,
+  opaqueAliases,
+  svmPointer,
+} from "../internal.ts";
 import { childKind, ContextChild } from "./child.ts";
 
 const kind = childKind({
@@ -278,11 +287,13 @@ export class Kernel extends ContextChild {
     return typeof value === "object" && value !== null && #args in value;
   }
 
-  readonly program: Program;
+  // Read-only and not configurable (set in the constructor): setArg trusts them (another program's
+  // typedefs let 8 bytes through as a sampler: SIGSEGV at the enqueue).
+  declare readonly program: Program;
   /** CL_KERNEL_FUNCTION_NAME. */
-  readonly name: string;
+  declare readonly name: string;
   /** CL_KERNEL_NUM_ARGS. */
-  readonly numArgs: number;
+  declare readonly numArgs: number;
 
   /** The context from ContextChild's private field: `this.context` can be shadowed (see `contextOf`). */
   get #context(): Context {
@@ -301,9 +312,11 @@ export class Kernel extends ContextChild {
       throw error;
     }
     super(handle, ContextChild[contextOf](program), kind);
-    this.name = name;
-    this.numArgs = numArgs;
-    this.program = program;
+    Object.defineProperties(this, {
+      name: { value: name, enumerable: true },
+      numArgs: { value: numArgs, enumerable: true },
+      program: { value: program, enumerable: true },
+    });
     this.#args = new Array(numArgs).fill(undefined);
   }
 
@@ -391,27 +404,30 @@ export class Kernel extends ContextChild {
     const s = opencl().symbols;
     const isPointer = info === null || info.address === KernelArgAddress.GLOBAL ||
       info.address === KernelArgAddress.CONSTANT;
-    if (Buffer[genuine](value) || SVMAllocation[genuine](value) || value === null) {
+    // The brands and the classes' accessors decide, not `instanceof` or the value's methods: a
+    // buffer or allocation given another prototype is one all the same.
+    const svm = SVMAllocation[genuine](value);
+    if (svm || Buffer[genuine](value) || value === null) {
       if (!isPointer) {
         throw new TypeError(
           `${where()} is not a __global or __constant pointer: it cannot take a ${
-            value === null ? "null buffer" : value.constructor.name
+            value === null ? "null buffer" : svm ? "SVMAllocation" : "Buffer"
           }`,
         );
       }
       if (value !== null && memoryContext(value) !== this.#context) {
         throw new TypeError(`${where()}: the memory belongs to another context than the kernel`);
       }
-      if (value instanceof SVMAllocation) {
+      if (svm) {
         const setSVM = clSetKernelArgSVMPointer ??= optionalSymbol(
           "clSetKernelArgSVMPointer",
           "an OpenCL 2.0 platform",
         );
-        const status = setSVM(this[liveHandle](), index, value[svmPointer]()) as number;
+        const status = setSVM(this[liveHandle](), index, SVMAllocation[svmPointer](value)) as number;
         check("clSetKernelArgSVMPointer", status, where);
       } else {
         // A hostPtr "use" buffer whose host memory was transferred away is refused, as by commands.
-        argSlot[0] = value === null ? 0n : backend.address(value[commandHandle]());
+        argSlot[0] = value === null ? 0n : backend.address(Buffer[commandHandle](value));
         const status = s.clSetKernelArg(this[liveHandle](), index, 8, argSlot);
         check("clSetKernelArg", status, where);
       }
@@ -491,7 +507,7 @@ export class Kernel extends ContextChild {
       kept[i] = a;
     }
     const handle = this[liveHandle]();
-    const pointers = kept.map((a) => a[svmPointer]());
+    const pointers = kept.map((a) => SVMAllocation[svmPointer](a));
     const fn = optionalSymbol("clSetKernelExecInfo", "an OpenCL 2.0 platform");
     const list = pointerArray(pointers);
     check(
@@ -562,7 +578,7 @@ export class Kernel extends ContextChild {
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
     const bytes = infoBytes(
       "clGetKernelWorkGroupInfo",
-      (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r),
+      (h, p, s, v, r) => fn(h, Device[handleOf](device), p, s, v, r),
       this[liveHandle](),
       KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE,
     );
@@ -574,7 +590,7 @@ export class Kernel extends ContextChild {
     const fn = opencl().symbols.clGetKernelWorkGroupInfo;
     return infoU64(
       "clGetKernelWorkGroupInfo",
-      (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r),
+      (h, p, s, v, r) => fn(h, Device[handleOf](device), p, s, v, r),
       this[liveHandle](),
       param,
     );

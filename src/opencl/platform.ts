@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { integer, show } from "../check.ts";
-import { deviceList, genuine } from "../internal.ts";
+import { deviceList, genuine, handleOf } from "../internal.ts";
 import { DeviceInfo, DeviceType, PlatformInfo, SVMCapability } from "./constants.ts";
 import { check, infoString, infoU32, infoU64, opencl } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
@@ -72,7 +72,7 @@ export class Platform {
     const list = new BigUint64Array(new ArrayBuffer(8 * countSlot[0]));
     check("clGetDeviceIDs", s.clGetDeviceIDs(this.#handle, type, countSlot[0], list, null));
     if (known === undefined) return handles(list).map((h) => new Device(h, this));
-    return Array.from(list, (address) => known.find((d) => backend.address(d.unsafeHandle) === address))
+    return Array.from(list, (address) => known.find((d) => backend.address(Device[handleOf](d)) === address))
       .filter((d): d is Device => d !== undefined);
   }
 
@@ -131,6 +131,15 @@ export class Device {
       list[i] = d;
     }
     return list;
+  }
+
+  /**
+   * @internal The cl_device_id from the private field of a genuine device: `unsafeHandle` is a
+   * getter of the prototype, which a program can redefine (a cl_mem reached clCreateContext as a
+   * device: SIGSEGV).
+   */
+  static [handleOf](device: Device): Pointer {
+    return device.#handle;
   }
 
   /** @internal use `platform.getDevices()`. */

@@ -6,11 +6,11 @@ import { ProgramBuildInfo, ProgramInfo } from "./constants.ts";
 import { check, errcode, infoString, infoU64, opencl, pointerArray } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
-import { childKind, ContextChild } from "./child.ts";
+import { adopt, childKind, ContextChild, disown } from "./child.ts";
 import { Device } from "./platform.ts";
 import { Kernel, typedefsOfOpaqueTypes } from "./kernel.ts";
 import { opaqueAliases } from "../internal.ts";
-import { adoptChild, contextOf, deviceList, disownChild, liveHandle } from "../internal.ts";
+import { contextOf, deviceList, handleOf, liveHandle } from "../internal.ts";
 
 const kind = childKind({
   name: "Program",
@@ -93,13 +93,13 @@ export class Program extends ContextChild {
         "a build of this program is already running",
       );
     }
-    const ids = list === undefined ? null : pointerArray(list.map((d) => d.unsafeHandle));
+    const ids = list === undefined ? null : pointerArray(list.map((d) => Device[handleOf](d)));
     // The handle after the devices' getters, one of which may have released the program.
     const handle = this[liveHandle]();
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
     check("clRetainProgram", opencl().symbols.clRetainProgram(handle));
-    this.#context[adoptChild]();
+    adopt(this.#context);
     let status: number;
     try {
       status = await opencl().async.clBuildProgram(
@@ -126,7 +126,7 @@ export class Program extends ContextChild {
       }
     } finally {
       opencl().symbols.clReleaseProgram(handle);
-      this.#context[disownChild]();
+      disown(this.#context);
     }
   }
 
@@ -143,7 +143,7 @@ export class Program extends ContextChild {
     const fn = opencl().symbols.clGetProgramBuildInfo;
     return infoU64(
       "clGetProgramBuildInfo",
-      (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r),
+      (h, p, s, v, r) => fn(h, Device[handleOf](device), p, s, v, r),
       handle,
       ProgramBuildInfo.STATUS,
       4,
@@ -216,7 +216,7 @@ function buildLog(handle: Pointer, device: Device): string {
   const fn = opencl().symbols.clGetProgramBuildInfo;
   return infoString(
     "clGetProgramBuildInfo",
-    (h, p, s, v, r) => fn(h, device.unsafeHandle, p, s, v, r),
+    (h, p, s, v, r) => fn(h, Device[handleOf](device), p, s, v, r),
     handle,
     ProgramBuildInfo.LOG,
   );

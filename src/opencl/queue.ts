@@ -47,9 +47,9 @@ import { Kernel, ndrangeSizes, TypedValue } from "./kernel.ts";
 import { backend, inWorker } from "../backend.ts";
 import { MapFlags } from "./constants.ts";
 import type { Context } from "./context.ts";
-import type { Device } from "./platform.ts";
+import { Device } from "./platform.ts";
+import { adopt } from "./child.ts";
 import {
-  adoptChild,
   callbackQueue,
   commandHandle,
   commandUses,
@@ -430,7 +430,8 @@ export class CommandQueue {
   /** Arms the driver refused in a row (see #retryCheck). */
   #armFailures = 0;
   readonly #context: Context;
-  readonly device: Device;
+  /** Read-only and not configurable (set in the constructor), as a context's `devices`. */
+  declare readonly device: Device;
   [inRegistry] = false;
 
   /** The context it belongs to. */
@@ -450,7 +451,7 @@ export class CommandQueue {
       check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(existing));
       handle = existing;
     } else {
-      handle = opencl().symbols.clCreateCommandQueue(context[liveHandle](), device.unsafeHandle, 0, errcode) as
+      handle = opencl().symbols.clCreateCommandQueue(context[liveHandle](), Device[handleOf](device), 0, errcode) as
         | Pointer
         | null;
       if (handle === null) throw new OpenCLError("clCreateCommandQueue", errcode[0]);
@@ -458,8 +459,8 @@ export class CommandQueue {
     this.#handle = handle;
     this.#native = handle;
     this.#context = context;
-    this.device = device;
-    context[adoptChild]();
+    Object.defineProperty(this, "device", { value: device, enumerable: true });
+    adopt(context); // through the class: [callbackQueue] may make one after the context got another prototype
     net.add(this);
   }
 
