@@ -254,6 +254,19 @@ function movableMemory(what: string): TypeError {
   );
 }
 
+/**
+ * `list.length`, read once: an integer from 0 to 2^32 - 1, as every array's is. Only a Proxy can
+ * answer anything else, and no such answer may reach C (a boolean became a count of 1 on Bun and a
+ * raw FFI error on Node and Deno) nor an engine's own "Invalid array length".
+ */
+export function listLength(list: readonly unknown[], what: string): number {
+  const n: unknown = list.length;
+  if (typeof n !== "number" || n >>> 0 !== n) {
+    throw new TypeError(`${what} has a length no array has (an integer from 0 to 2^32 - 1), got ${show(n)}`);
+  }
+  return n;
+}
+
 /** `value` if it is a function, else a TypeError saying what it should be. */
 export function callable<F>(value: unknown, what: string, shape: string): F {
   if (typeof value !== "function") throw new TypeError(`${what} must be a function ${shape}, got ${show(value)}`);

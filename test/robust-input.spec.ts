@@ -489,6 +489,53 @@ describe("options are own properties of plain objects, booleans are booleans", (
   });
 });
 
+describe("a list is read once, and its length must be an array's", () => {
+  // Only a Proxy can answer `length` with something no array has. Before, such a length reached C
+  // on some runtimes and not others: `true` freed the allocation on Bun and was a raw FFI
+  // TypeError on Node and Deno; NaN gave globalSize's work_dim CL_INVALID_WORK_DIMENSION; others an
+  // engine's "Invalid array length", worded by the engine.
+  const lengths: unknown[] = [1.5, -1, NaN, Infinity, true, "1", 1n, 2 ** 32, undefined];
+  const lying = <T>(items: T[], length: unknown): T[] =>
+    new Proxy(items, { get: (t, key) => (key === "length" ? length : Reflect.get(t, key)) });
+  /** Each list-taking call with a list of `items` whose length answers each of `lengths`. */
+  function eachLength<T>(label: string, items: () => T[], call: (list: T[]) => unknown): Case[] {
+    return lengths.map((length): Case => [`${label}, length ${String(length)}`, () => call(lying(items(), length)), T]);
+  }
+  test("enqueueSVMFree, waitFor, createContext, setSVMPointers, globalSize, local, offset", async () => {
+    const marker = queue.enqueueMarker();
+    const program = ctx.createProgram("__kernel void k(__global int *o) { o[get_global_id(0)] = 1; }");
+    await program.build();
+    const kernel = program.createKernel("k");
+    kernel.setArg(0, buf);
+    const cases: Case[] = [
+      ...eachLength("waitFor", () => [marker], (list) => queue.enqueueMarker({ waitFor: list })),
+      ...eachLength("createContext", () => [device], (list) => cl.createContext(list)),
+      ...eachLength("globalSize", () => [4], (list) => queue.enqueueNDRangeKernel(kernel, list)),
+      ...eachLength("local", () => [4], (list) => queue.enqueueNDRangeKernel(kernel, [4], { local: list })),
+      ...eachLength("offset", () => [0], (list) => queue.enqueueNDRangeKernel(kernel, [4], { offset: list })),
+    ];
+    const allocations: cl.SVMAllocation[] = [];
+    if (device.svm.coarseGrainBuffer) {
+      const a = ctx.svmAlloc(64);
+      allocations.push(a);
+      cases.push(
+        ...eachLength("enqueueSVMFree", () => [a], (list) => queue.enqueueSVMFree(list)),
+        ...eachLength("enqueueSVMFree with onFree", () => [a], (list) => queue.enqueueSVMFree(list, { onFree() {} })),
+        ...eachLength("setSVMPointers", () => [a], (list) => kernel.setSVMPointers(list)),
+      );
+    }
+    table(cases);
+    for (const a of allocations) {
+      assert.ok(a.alive, "refused frees left the allocation alone");
+      a.release();
+    }
+    await rejects(() => program.build("", lying([device], true)), T, "build devices, length true");
+    kernel.release();
+    program.release();
+    marker.release();
+  });
+});
+
 describe("memory native code keeps must not move, shrink or be detached", () => {
   test("refused before any native call: resizable, growable and detached views", () => {
     table([

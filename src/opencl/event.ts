@@ -3,7 +3,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { type CallbackOutcome, reportCallbackError } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
-import { integer, show } from "../check.ts";
+import { integer, listLength, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
 import { check, errcode, infoU32, opencl, pointerArray, symbols, unguarded } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
@@ -315,7 +315,7 @@ const noEvents: readonly Event[] = Object.freeze([]);
 export function waitEvents(events: unknown): readonly Event[] {
   if (events === undefined) return noEvents;
   if (!Array.isArray(events)) throw new TypeError(`waitFor must be an array of cl.Event, got ${show(events)}`);
-  const n = events.length;
+  const n = listLength(events, "waitFor");
   if (n === 0) return noEvents;
   const out: Event[] = new Array(n);
   for (let i = 0; i < n; i++) {

@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { ReleasedError } from "../errors.ts";
-import { integer, memoryBytes, show, viewByteLength } from "../check.ts";
+import { integer, listLength, memoryBytes, show, viewByteLength } from "../check.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
@@ -495,7 +495,7 @@ export class Kernel extends ContextChild {
     if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
     // Each element read once (a hole reads undefined): what commands keep alive must be what the
     // kernel was given. Pointers and handle only once every element's getter has run.
-    const kept: SVMAllocation[] = new Array(allocations.length);
+    const kept: SVMAllocation[] = new Array(listLength(allocations, "setSVMPointers' allocations"));
     for (let i = 0; i < kept.length; i++) {
       const a = allocations[i];
       if (!SVMAllocation[genuine](a)) {
@@ -620,17 +620,16 @@ export function ndrangeSizes(
   local: BigUint64Array | null;
   offset: BigUint64Array | null;
 } {
-  if (!Array.isArray(global) || global.length < 1 || global.length > 3) {
-    throw new TypeError("globalSize must be an array of 1 to 3 positive integers");
-  }
-  const dim = global.length;
+  // Each length read once: a Proxy's could answer 1 to the check and 5 to the loop.
+  const dim = Array.isArray(global) ? listLength(global, "globalSize") : 0;
+  if (dim < 1 || dim > 3) throw new TypeError("globalSize must be an array of 1 to 3 positive integers");
   // Read (each element once) before anything is written to the shared scratch: an element's
   // getter that enqueued another kernel would write its own sizes there.
   const sizes = [0, 0, 0];
   for (let i = 0; i < dim; i++) sizes[i] = positive(global[i], `globalSize[${i}]`);
   let l: BigUint64Array | null = null;
   if (local !== undefined) {
-    if (!Array.isArray(local) || local.length !== dim) {
+    if (!Array.isArray(local) || listLength(local, "local") !== dim) {
       throw new TypeError(`local must be an array of ${dim} positive integer(s), like globalSize`);
     }
     l = new BigUint64Array(new ArrayBuffer(8 * 3));
@@ -640,7 +639,7 @@ export function ndrangeSizes(
   }
   let o: BigUint64Array | null = null;
   if (offset !== undefined) {
-    if (!Array.isArray(offset) || offset.length !== dim) {
+    if (!Array.isArray(offset) || listLength(offset, "offset") !== dim) {
       throw new TypeError(`offset must be an array of ${dim} non-negative integer(s), like globalSize`);
     }
     o = new BigUint64Array(new ArrayBuffer(8 * 3));

@@ -1,7 +1,7 @@
 /** Platforms and devices. OpenCL does not reference-count them (root devices), so they need no release. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { integer, show } from "../check.ts";
+import { integer, listLength, show } from "../check.ts";
 import { deviceList, genuine, handleOf } from "../internal.ts";
 import { DeviceInfo, DeviceType, PlatformInfo, SVMCapability } from "./constants.ts";
 import { check, infoString, infoU32, infoU64, opencl } from "./native.ts";
@@ -121,12 +121,11 @@ export class Device {
    * answer `unsafeHandle` with any pointer, which C would take for a device.
    */
   static [deviceList](devices: unknown, what: string): Device[] {
-    if (!Array.isArray(devices) || devices.length === 0) {
-      throw new TypeError(`${what} must be a non-empty array of cl.Device, got ${show(devices)}`);
-    }
-    const list: Device[] = new Array(devices.length);
+    const n = Array.isArray(devices) ? listLength(devices, what) : 0;
+    if (n === 0) throw new TypeError(`${what} must be a non-empty array of cl.Device, got ${show(devices)}`);
+    const list: Device[] = new Array(n);
     for (let i = 0; i < list.length; i++) {
-      const d = devices[i];
+      const d = (devices as unknown[])[i];
       if (!Device[genuine](d)) throw new TypeError(`devices[${i}] is not a cl.Device, got ${show(d)}`);
       list[i] = d;
     }

@@ -17,6 +17,7 @@ import {
   callable,
   integer,
   keys,
+  listLength,
   member,
   memoryBytes,
   names,
@@ -613,7 +614,7 @@ export class CommandQueue {
         waitFor = bag.waitFor;
       }
     }
-    const n = allocations.length;
+    const n = listLength(allocations, "enqueueSVMFree's allocations");
     // The usual call, one allocation and nothing to call back or wait for, without the lists: 6 ns
     // less of JS on Node, 18 on Deno (bench/js-cost.ts), which PoCL's idle workers make 2-3 times
     // as much on 2 cores.
