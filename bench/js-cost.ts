@@ -155,10 +155,12 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
     for (let i = 0; i < n; i++) s.clReleaseEvent(backend.fromAddress(fakeEvent));
   },
   "event memlife": (n) => {
-    const commands = queue as unknown as { [newCommand](after: undefined, quiet: boolean): cl.Event };
+    const commands = cl.CommandQueue as unknown as {
+      [newCommand](queue: cl.CommandQueue, after: undefined, quiet: boolean): cl.Event;
+    };
     for (let i = 0; i < n; i++) {
       eventOut[0] = fakeEvent;
-      commands[newCommand](undefined, true).release();
+      commands[newCommand](queue, undefined, true).release();
     }
   },
   "svm memlife": (n) => {

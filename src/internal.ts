@@ -15,23 +15,30 @@ export const genuine: unique symbol = Symbol("memlife.genuine");
 export const deviceList: unique symbol = Symbol("memlife.deviceList");
 /** The native handle of a live object, else ReleasedError (every object class). */
 export const liveHandle: unique symbol = Symbol("memlife.liveHandle");
-/** Context: the cl_context for children, valid until the last child let go, even after release(). */
+/**
+ * Context (static, as the four below, called through opencl/classes.ts, whatever the context's
+ * prototype): the cl_context for children, valid until the last child let go, even after release().
+ */
 export const nativeHandle: unique symbol = Symbol("memlife.nativeHandle");
 /**
- * Context: a child (buffer, queue, event, SVM allocation, program, kernel) now depends on it. Also
- * `static [adoptChild](context)` and `static [disownChild](context)`, whatever the context's
- * prototype (child.ts `adopt`/`disown` call them).
+ * Context (static): a child (buffer, queue, event, SVM allocation, program, kernel) now depends on
+ * it. Children call this and `disownChild` as `cls.adopt` and `cls.disown` (opencl/classes.ts).
  */
 export const adoptChild: unique symbol = Symbol("memlife.adoptChild");
-/** Context: a child released its native reference. */
+/** Context (static): a child released its native reference. */
 export const disownChild: unique symbol = Symbol("memlife.disownChild");
-/** Context: whether its devices were already found to support these SVM kinds and this size. */
+/** Context (static): its live handle if its devices were already found to support these SVM kinds and this size. */
 export const svmChecked: unique symbol = Symbol("memlife.svmChecked");
-/** Context: its devices support these SVM kinds up to a size; they will not change. */
+/** Context (static): its devices support these SVM kinds up to a size; they will not change. */
 export const svmPassed: unique symbol = Symbol("memlife.svmPassed");
-/** Buffer: the cl_mem for a command, refused once a `hostPtr: "use"` buffer's memory was transferred. */
+/**
+ * Buffer (static): the cl_mem for a command, refused once a `hostPtr: "use"` buffer's memory was
+ * transferred.
+ */
 export const commandHandle: unique symbol = Symbol("memlife.commandHandle");
-/** SVMAllocation: the SVM pointer of a live allocation. */
+/** Buffer (static): its size in bytes, from the private field (an own `size` may lie). */
+export const sizeOf: unique symbol = Symbol("memlife.sizeOf");
+/** SVMAllocation (static): the SVM pointer of a live allocation. */
 export const svmPointer: unique symbol = Symbol("memlife.svmPointer");
 /** SVMAllocation (static): its size in bytes, from the private field (an own `size` may lie). */
 export const svmSize: unique symbol = Symbol("memlife.svmSize");
@@ -43,10 +50,14 @@ export const surrender: unique symbol = Symbol("memlife.surrender");
 export const opaqueAliases: unique symbol = Symbol("memlife.opaqueAliases");
 /** SVMAllocation: a free command that took the pointer did not happen; the allocation is the program's again. */
 export const reclaim: unique symbol = Symbol("memlife.reclaim");
-/** SVMAllocation: an enqueued command uses it (`unuse` when that command completed). */
+/**
+ * SVMAllocation (static): an enqueued command uses it (`unuse` when that command completed). Static,
+ * as the other members memlife calls on an object it did not make in that call: a program may give
+ * the object another prototype, and a call through it then threw after the command was enqueued.
+ */
 export const useSVM: unique symbol = Symbol("memlife.useSVM");
 export const unuseSVM: unique symbol = Symbol("memlife.unuseSVM");
-/** CommandQueue: wraps the cl_event the enqueue call just wrote. */
+/** CommandQueue (static, as those below): wraps the cl_event the enqueue call just wrote. */
 export const newCommand: unique symbol = Symbol("memlife.newCommand");
 /** CommandQueue: keeps what a command uses alive until it completed. */
 export const pinCommand: unique symbol = Symbol("memlife.pinCommand");
@@ -57,6 +68,12 @@ export const pinCommand: unique symbol = Symbol("memlife.pinCommand");
 export const callbackQueue: unique symbol = Symbol("memlife.callbackQueue");
 /** CommandQueue: every command up to a number completed. */
 export const completedThrough: unique symbol = Symbol("memlife.completedThrough");
+/**
+ * CommandQueue (static): `retain()` and `release()` through the class, for a mapping's reference
+ * to its queue (an own `retain` or `release` must not stand in for them, nor another prototype).
+ */
+export const retainOf: unique symbol = Symbol("memlife.retainOf");
+export const releaseOf: unique symbol = Symbol("memlife.releaseOf");
 /** Kernel: the SVM allocations an enqueue of it uses; ReleasedError for a released argument. */
 export const commandUses: unique symbol = Symbol("memlife.commandUses");
 /** rtc.Device: its DeviceState, which scenes share. */
@@ -68,8 +85,9 @@ export const deviceState: unique symbol = Symbol("memlife.deviceState");
  */
 export const contextOf: unique symbol = Symbol("memlife.contextOf");
 /**
- * Event, Program, Kernel: `static [handleOf](x)`, the live handle from the private field of an
- * object the caller brand-checked, whatever its prototype (ReleasedError once released). Device:
- * its cl_device_id (`unsafeHandle` is a getter of a prototype the program can redefine).
+ * Event, Program, Kernel, CommandQueue, Context: `static [handleOf](x)`, the live handle from the
+ * private field of an object the caller brand-checked, whatever its prototype (ReleasedError once
+ * released). Device: its cl_device_id (`unsafeHandle` is a getter of a prototype the program can
+ * redefine).
  */
 export const handleOf: unique symbol = Symbol("memlife.handleOf");

@@ -61,11 +61,13 @@ const prototypes: Record<string, readonly string[]> = {
     "alive",
     "context",
     "destroyed",
+    "flags",
     "hostPointer",
     "referenceCount",
     "release",
     "retain",
     "setDestructorCallback",
+    "size",
     "unsafeHandle",
   ],
   "cl.CommandQueue": [
@@ -184,7 +186,7 @@ const prototypes: Record<string, readonly string[]> = {
 /** Own string-named properties of instances (public readonly fields). */
 const instances: Record<string, readonly string[]> = {
   "cl.Context": ["devices"],
-  "cl.Buffer": ["flags", "size"],
+  "cl.Buffer": [],
   "cl.CommandQueue": ["device"],
   "cl.Event": [],
   "cl.UserEvent": [],

@@ -19,9 +19,13 @@ import { integer, isDetached, keys, member, memoryBytes, names, plainObject, sho
 import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
-import { adoptChild, commandHandle, contextOf, disownChild, genuine, liveHandle } from "../internal.ts";
+import { classes } from "./classes.ts";
+import { commandHandle, contextOf, genuine, liveHandle, sizeOf } from "../internal.ts";
 import { allocationBehind, holdAllocation, letGoAllocation } from "./svm-memory.ts";
 import type { SVMAllocation } from "./svm.ts";
+
+// Classes this module cannot import (see classes.ts), read at each call.
+const cls = classes;
 
 /** May be `async`: `destroyed` waits for the promise it returns, and a rejection counts as a throw. */
 export type DestructorCallback = (buffer: Buffer) => unknown;
@@ -161,7 +165,7 @@ interface Held {
 const net = new SafetyNet<Held>(({ handle, context, refs, destructor }) => {
   // The guarded binding: a watched buffer's destructor may be called inside this release.
   for (let i = 0; i < refs; i++) opencl().symbols.clReleaseMemObject(handle);
-  context[disownChild]();
+  cls.disown(context);
   if (destructor !== undefined) owedLater(destructor);
 });
 
@@ -269,10 +273,10 @@ export class Buffer {
   #refs = 1;
   #destructor: Destructor | undefined;
   readonly #context: Context;
-  /** Size in bytes. */
-  readonly size: number;
-  /** The cl_mem_flags it was created with. */
-  readonly flags: number;
+  // Private behind getters: the queue's range checks read the size, and a program could otherwise
+  // assign it (a larger `size` had a write past the end reach the driver); the flags, as much.
+  readonly #size: number;
+  readonly #flags: number;
   [inRegistry] = false;
 
   /** @internal Whether `value` is one itself, not a Proxy of one (see `genuine` in internal.ts). */
@@ -291,9 +295,9 @@ export class Buffer {
   ) {
     this.#handle = handle;
     this.#context = context;
-    this.size = size;
-    this.flags = flags;
-    context[adoptChild]();
+    this.#size = size;
+    this.#flags = flags;
+    cls.adopt(context); // through the Context class (see classes.ts): whatever the context's prototype
     if (hostMemory === null) net.add(this);
     else this.#holdHostMemory(hostMemory, held);
   }
@@ -302,7 +306,7 @@ export class Buffer {
   #holdHostMemory(hostMemory: ArrayBufferView, held: SVMAllocation | undefined): void {
     // A `hostPtr: "use"` view must stay alive until the native side lets go, not until release().
     // Such a buffer stays out of the safety net and is held (the README: it must be released).
-    if ((this.flags & MemFlags.USE_HOST_PTR) !== 0) {
+    if ((this.#flags & MemFlags.USE_HOST_PTR) !== 0) {
       let entry: Destructor;
       try {
         entry = this.#watch();
@@ -311,7 +315,7 @@ export class Buffer {
         const handle = this.#handle!;
         this.#handle = null;
         unguarded.clReleaseMemObject(handle);
-        this.#context[disownChild]();
+        cls.disown(this.#context);
         throw error;
       }
       entry.hostMemory = hostMemory;
@@ -339,6 +343,21 @@ export class Buffer {
     return this.#handle !== null;
   }
 
+  /** Size in bytes. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** The cl_mem_flags it was created with. */
+  get flags(): number {
+    return this.#flags;
+  }
+
+  /** @internal The size in bytes, from the private field (an own `size` may lie). */
+  static [sizeOf](buffer: Buffer): number {
+    return buffer.#size;
+  }
+
   /** @internal */
   [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("Buffer");
@@ -346,17 +365,11 @@ export class Buffer {
   }
 
   /**
-   * @internal The cl_mem for a command that reads or writes it. A `hostPtr: "use"` buffer's storage
-   * is the program's ArrayBuffer: once that was transferred away, a command would touch memory
-   * that is no longer the buffer's (freed, or someone else's), so it is refused.
-   */
-  [commandHandle](): Pointer {
-    return Buffer[commandHandle](this);
-  }
-
-  /**
-   * @internal The same, read from the private fields of a buffer the caller brand-checked: through
-   * the class, so that an instance given another prototype cannot answer for it.
+   * @internal The cl_mem for a command that reads or writes it, from the private fields of a
+   * buffer the caller brand-checked: through the class, so that an instance given another
+   * prototype cannot answer for it. A `hostPtr: "use"` buffer's storage is the program's
+   * ArrayBuffer: once that was transferred away, a command would touch memory that is no longer
+   * the buffer's (freed, or someone else's), so it is refused.
    */
   static [commandHandle](buffer: Buffer): Pointer {
     const handle = buffer.#handle;
@@ -483,7 +496,7 @@ export class Buffer {
     net.remove(this); // first: what throws must leave the buffer as it was
     this.#handle = null; // #refs stays 1: nothing reads it once the handle is gone
     const status = unguarded.clReleaseMemObject(handle);
-    this.#context[disownChild]();
+    cls.disown(this.#context);
     if (status !== 0) check("clReleaseMemObject", status);
   }
 
@@ -497,7 +510,7 @@ export class Buffer {
     } else net.renew(this);
     const entry = this.#destructor;
     const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
-    if (last) this.#context[disownChild]();
+    if (last) cls.disown(this.#context);
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
     if (last && entry !== undefined) owedLater(entry);
   }

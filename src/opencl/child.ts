@@ -7,7 +7,8 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
 import { ReleasedError } from "../errors.ts";
-import { adoptChild, contextOf, disownChild, handleOf, liveHandle } from "../internal.ts";
+import { classes } from "./classes.ts";
+import { contextOf, handleOf, liveHandle } from "../internal.ts";
 import { check } from "./native.ts";
 import type { Context } from "./context.ts";
 
@@ -26,32 +27,11 @@ export interface ChildKind {
   lastRelease?(child: ContextChild): void;
 }
 
-/** How a child reaches its context's count: through the Context class (see `parentClass`). */
-interface Parent {
-  [adoptChild](context: Context): void;
-  [disownChild](context: Context): void;
-}
-let parent: Parent;
-
-/**
- * @internal Context.ts gives its class (child.ts cannot import it: context.ts imports the modules
- * that extend ContextChild). A child adopts and disowns its context through the class, whatever the
- * context's prototype: one the program gave another had a child's release throw TypeError after
- * the native release, and the context never released.
- */
-export function parentClass(context: Parent): void {
-  parent = context;
-}
-
-/** A child now depends on `context` (see Context's `adoptChild`). */
-export function adopt(context: Context): void {
-  parent[adoptChild](context);
-}
-
-/** A child released its native reference (see Context's `disownChild`). */
-export function disown(context: Context): void {
-  parent[disownChild](context);
-}
+// Classes this module cannot import (see classes.ts), read at each call: a child
+// adopts and disowns its context through its class, whatever the context's prototype (one the
+// program gave another had a child's release throw TypeError after the native release, and the
+// context was never released).
+const cls = classes;
 
 /** A kind of child, with the safety net that releases the ones the program forgot. */
 export function childKind(
@@ -59,7 +39,7 @@ export function childKind(
 ): ChildKind & { readonly net: SafetyNet<{ handle: Pointer; context: Context; refs: number }> } {
   const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }>(({ handle, context, refs }) => {
     for (let i = 0; i < refs; i++) kind.release(handle);
-    disown(context);
+    cls.disown(context);
   });
   return Object.freeze({ ...kind, net });
 }
@@ -75,7 +55,7 @@ export class ContextChild {
     this.#handle = handle;
     this.#kind = kind;
     this.#context = context;
-    adopt(context);
+    cls.adopt(context);
     kind.net.add(this);
   }
 
@@ -129,7 +109,7 @@ export class ContextChild {
       kind.net.remove(this);
     } else kind.net.renew(this);
     const status = kind.release(handle);
-    if (last) disown(this.#context);
+    if (last) cls.disown(this.#context);
     check(kind.releaseFn, status);
   }
 

@@ -13,7 +13,7 @@ import { show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
 import { SVMAllocation, type SVMOptions } from "./svm.ts";
 import { Program } from "./program.ts";
-import { parentClass } from "./child.ts";
+import { register } from "./classes.ts";
 import {
   adoptChild,
   deviceList,
@@ -150,10 +150,13 @@ export class Context {
     return this.#handle;
   }
 
-  /** @internal The cl_context for children, valid until the last child let go, even after release(). */
-  [nativeHandle](): Pointer {
-    if (this.#handle === null) throw new ReleasedError("Context");
-    return this.#handle;
+  /**
+   * @internal The same through the class, for a child's constructor: a getter of the call's
+   * arguments may have given the context another prototype.
+   */
+  static [handleOf](context: Context): Pointer {
+    if (context.#handle === null || context.#released) throw new ReleasedError("Context");
+    return context.#handle;
   }
 
   /**
@@ -232,44 +235,45 @@ export class Context {
     return new SVMAllocation(this, size, options);
   }
 
-  /** @internal Whether `svmPassed` already vouched for these kinds of SVM allocation and this size. */
-  [svmChecked](kinds: number, size: number): boolean {
-    return (this.#svmKinds & kinds) === kinds && size <= this.#svmMaxSize;
+  /**
+   * @internal The live cl_context (see `handleOf`) where `svmPassed` already vouched for these kinds
+   * of SVM allocation and this size, else null. Static, as `svmPassed`: whatever the context's prototype.
+   */
+  static [svmChecked](context: Context, kinds: number, size: number): Pointer | null {
+    if ((context.#svmKinds & kinds) !== kinds || size > context.#svmMaxSize) return null;
+    if (context.#handle === null || context.#released) throw new ReleasedError("Context");
+    return context.#handle;
   }
 
   /** @internal The devices support these kinds of SVM allocation up to `maxSize` bytes: they will not change. */
-  [svmPassed](kinds: number, maxSize: number): void {
-    this.#svmKinds |= kinds;
-    this.#svmMaxSize = maxSize;
+  static [svmPassed](context: Context, kinds: number, maxSize: number): void {
+    context.#svmKinds |= kinds;
+    context.#svmMaxSize = maxSize;
   }
 
   /**
-   * @internal A child (buffer, queue, event, SVM allocation) now depends on this context. The
-   * context's own native reference is dropped only after every child's: NVIDIA's final
+   * @internal A child (buffer, queue, event, SVM allocation, program, kernel) now depends on the
+   * context. Its own native reference is dropped only after every child's: NVIDIA's final
    * clReleaseContext, even one reached through a child's release, waits for destructor callbacks
    * running on driver threads, and those wait for the JS thread on Deno and Node. Dropped last
-   * and off the JS thread, it cannot deadlock.
-   */
-  [adoptChild](): void {
-    this.#children++;
-  }
-
-  /** @internal A child released its native reference (or handed it to a command that keeps the context alive). */
-  [disownChild](): void {
-    if (--this.#children === 0 && this.#released) this.#nativeRelease();
-  }
-
-  /**
-   * @internal `adoptChild` and `disownChild` through the class, whatever the context's prototype:
-   * a program may give its context another prototype while children live (their release threw
-   * TypeError after the native release, and the context was never released).
+   * and off the JS thread, it cannot deadlock. Static, as every member children call (through
+   * classes.ts, this one as `cls.adopt`): a program may give its context another prototype while
+   * children live (their release threw TypeError after the native release, an enqueue threw after
+   * the command was enqueued, and the context was never released).
    */
   static [adoptChild](context: Context): void {
     context.#children++;
   }
 
+  /** @internal A child released its native reference (or handed it to a command that keeps the context alive). */
   static [disownChild](context: Context): void {
     if (--context.#children === 0 && context.#released) context.#nativeRelease();
+  }
+
+  /** @internal The cl_context for children, valid until the last child let go, even after release(). */
+  static [nativeHandle](context: Context): Pointer {
+    if (context.#handle === null) throw new ReleasedError("Context");
+    return context.#handle;
   }
 
   /** CL_CONTEXT_REFERENCE_COUNT (stale at once: for debugging). */
@@ -320,8 +324,10 @@ export class Context {
   }
 }
 
-// Children adopt and disown a context through its class (see child.ts `parentClass`).
-parentClass(Context);
+// Children reach a context through its class (see classes.ts).
+register("Context", Context);
+register("adopt", Context[adoptChild]);
+register("disown", Context[disownChild]);
 
 /**
  * A context on `devices` (default: see `defaultDevice`).

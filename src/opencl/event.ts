@@ -10,7 +10,11 @@ import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind } from "./child.ts";
 import { finalizerState, inRegistry } from "../callbacks.ts";
-import { adoptChild, contextOf, disownChild, genuine, handleOf, liveHandle } from "../internal.ts";
+import { classes } from "./classes.ts";
+import { contextOf, genuine, handleOf, liveHandle } from "../internal.ts";
+
+// Classes this module cannot import (see classes.ts), read at each call.
+const cls = classes;
 
 const kind = childKind({
   name: "Event",
@@ -120,7 +124,7 @@ export class Event {
     this.#tracker = tracker;
     this.#seq = seq;
     this.#quiet = quiet;
-    context[adoptChild]();
+    cls.adopt(context); // through the Context class (see classes.ts): whatever the context's prototype
     this.#kind.net.add(this);
   }
 
@@ -182,7 +186,7 @@ export class Event {
     const status = this.#quiet && tracker !== undefined && tracker.open()
       ? unguarded.clReleaseEvent(handle)
       : symbols.clReleaseEvent(handle);
-    if (last) this.#context[disownChild]();
+    if (last) cls.disown(this.#context);
     check("clReleaseEvent", status);
   }
 
@@ -229,7 +233,7 @@ export class Event {
     // event waited on crashes PoCL): the wait holds a reference of its own, and its context.
     check("clRetainEvent", opencl().symbols.clRetainEvent(handle));
     const context = this.#context;
-    context[adoptChild]();
+    cls.adopt(context);
     // Held from the start: an exception of `onFree` that arrives during the native wait is this
     // promise's to deliver, not onCallbackError's.
     const after = this.#after?.hold();
@@ -247,7 +251,7 @@ export class Event {
     } finally {
       tracker?.waitEnded(this.#seq, status === OpenCLStatus.CL_SUCCESS);
       opencl().symbols.clReleaseEvent(handle);
-      context[disownChild]();
+      cls.disown(context);
       // This wait rejects with the native failure; a callback exception still reaches the program.
       if (status !== OpenCLStatus.CL_SUCCESS) after?.catch((error) => reportCallbackError(error, "svmFree"));
     }
@@ -268,7 +272,7 @@ export class Event {
 export class UserEvent extends Event {
   /** @internal use `ctx.createUserEvent()`. */
   constructor(context: Context) {
-    const handle = opencl().symbols.clCreateUserEvent(context[liveHandle](), errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateUserEvent(cls.Context[handleOf](context), errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateUserEvent", errcode[0]);
     super(handle, context);
   }

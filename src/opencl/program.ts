@@ -6,11 +6,15 @@ import { ProgramBuildInfo, ProgramInfo } from "./constants.ts";
 import { check, errcode, infoString, infoU64, opencl, pointerArray } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
-import { adopt, childKind, ContextChild, disown } from "./child.ts";
+import { childKind, ContextChild } from "./child.ts";
 import { Device } from "./platform.ts";
 import { Kernel, typedefsOfOpaqueTypes } from "./kernel.ts";
+import { classes } from "./classes.ts";
 import { opaqueAliases } from "../internal.ts";
 import { contextOf, deviceList, handleOf, liveHandle } from "../internal.ts";
+
+// Classes this module cannot import (see classes.ts), read at each call.
+const cls = classes;
 
 const kind = childKind({
   name: "Program",
@@ -56,7 +60,13 @@ export class Program extends ContextChild {
     const strings = pointerArray([backend.pointerOf(bytes)]);
     const lengths = new BigUint64Array(new ArrayBuffer(8));
     lengths[0] = BigInt(bytes.byteLength);
-    const handle = opencl().symbols.clCreateProgramWithSource(context[liveHandle](), 1, strings, lengths, errcode) as
+    const handle = opencl().symbols.clCreateProgramWithSource(
+      cls.Context[handleOf](context),
+      1,
+      strings,
+      lengths,
+      errcode,
+    ) as
       | Pointer
       | null;
     if (handle === null) throw new OpenCLError("clCreateProgramWithSource", errcode[0]);
@@ -99,7 +109,7 @@ export class Program extends ContextChild {
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
     check("clRetainProgram", opencl().symbols.clRetainProgram(handle));
-    adopt(this.#context);
+    cls.adopt(this.#context);
     let status: number;
     try {
       status = await opencl().async.clBuildProgram(
@@ -126,7 +136,7 @@ export class Program extends ContextChild {
       }
     } finally {
       opencl().symbols.clReleaseProgram(handle);
-      disown(this.#context);
+      cls.disown(this.#context);
     }
   }
 

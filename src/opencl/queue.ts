@@ -49,14 +49,13 @@ import { backend, inWorker } from "../backend.ts";
 import { MapFlags } from "./constants.ts";
 import type { Context } from "./context.ts";
 import { Device } from "./platform.ts";
-import { adopt } from "./child.ts";
+import { classes, register } from "./classes.ts";
 import {
   callbackQueue,
   commandHandle,
   commandUses,
   completedThrough,
   contextOf,
-  disownChild,
   genuine,
   handleOf,
   liveHandle,
@@ -64,6 +63,9 @@ import {
   newCommand,
   pinCommand,
   reclaim,
+  releaseOf,
+  retainOf,
+  sizeOf,
   surrender,
   svmAddress,
   svmPointer,
@@ -71,6 +73,9 @@ import {
   unuseSVM,
   useSVM,
 } from "../internal.ts";
+
+// Classes this module cannot import (see classes.ts), read at each call.
+const cls = classes;
 
 const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }>(({ handle, context, refs }) => {
   for (let i = 1; i < refs; i++) releaseQueue(handle, null);
@@ -85,12 +90,14 @@ const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }>((
  */
 function releaseQueue(handle: Pointer, context: Context | null): void {
   opencl().async.clReleaseCommandQueue(handle).then(
+    // Through the Context class: a context given another prototype had this throw (an unhandled
+    // rejection: Node exited), and it was never released.
     (status) => {
-      context?.[disownChild]();
+      if (context !== null) cls.disown(context);
       releaseFailed("clReleaseCommandQueue", status as number);
     },
     (error) => {
-      context?.[disownChild]();
+      if (context !== null) cls.disown(context);
       releaseFailed("clReleaseCommandQueue", error);
     },
   );
@@ -220,7 +227,7 @@ const completedTrampoline = trampolines.queueCompletion((_event, _status, id) =>
 
 function settleArmed(entry: { queue: CommandQueue; seq: number; handle: Pointer }): void {
   opencl().symbols.clReleaseEvent(entry.handle);
-  entry.queue[completedThrough](entry.seq, true);
+  CommandQueue[completedThrough](entry.queue, entry.seq, true);
 }
 
 /** How long pins may wait for a `wait()` or `finish()` before a completion callback is armed. */
@@ -247,21 +254,28 @@ interface MappingHeld {
 /**
  * Safety net: a mapping dropped without `unmap()` is unmapped, so that its allocation can be freed.
  * Before, the map's use of the allocation never ended: `release()` of the allocation waited for
- * ever and the memory leaked. The mapping's reference to its queue keeps the queue for this.
+ * ever and the memory leaked. The mapping's reference to its queue keeps the queue for this. The
+ * queue is asked through its class, as by `unmap()`: an own `alive: false` on it stopped the unmap
+ * for good, and another prototype had it throw TypeError.
  */
 const mappingNet = new SafetyNet<MappingHeld>(({ queue, allocation, pointer }) => {
-  if (!queue.alive) return; // released more times than retained: nothing can unmap it
+  let handle: Pointer;
+  try {
+    handle = CommandQueue[handleOf](queue);
+  } catch {
+    return; // released more times than retained: nothing can unmap it
+  }
   try {
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
-    const status = unmap(queue[liveHandle](), pointer, 0, null, eventOut) as number;
+    const status = unmap(handle, pointer, 0, null, eventOut) as number;
     if (status !== OpenCLStatus.CL_SUCCESS) return releaseFailed("clEnqueueSVMUnmap", status);
     unmapped(allocation);
-    const event = queue[newCommand]();
-    queue[pinCommand](event, [allocation], undefined);
-    allocation[unuseSVM]();
+    const event = CommandQueue[newCommand](queue);
+    CommandQueue[pinCommand](queue, event, [allocation], undefined);
+    SVMAllocation[unuseSVM](allocation);
     event.release();
   } finally {
-    queue.release(); // the mapping's reference
+    CommandQueue[releaseOf](queue); // the mapping's reference
   }
 });
 
@@ -313,8 +327,10 @@ export class SVMMapping {
     this.#size = size;
     this.event = event;
     // A reference of the mapping's own until it is unmapped: the program may release the queue
-    // first (`using`), and then nothing could unmap it (its allocation was in use for good).
-    queue.retain();
+    // first (`using`), and then nothing could unmap it (its allocation was in use for good). Through
+    // the class, as every call on the queue here: an own `retain` took no reference, and the unmap
+    // then dropped the program's.
+    CommandQueue[retainOf](queue);
     mappingNet.add(this);
   }
 
@@ -356,11 +372,11 @@ export class SVMMapping {
   unmap(options?: { waitFor?: readonly Event[] }): Event {
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
     const queue = this.#queue;
-    queue[liveHandle]();
+    CommandQueue[handleOf](queue);
     const events = waitEvents(own(checkOptions(options, waitForKeys, "unmap options"), "waitFor"));
     // Unmapped again by a getter above: nothing left to do, and a second unmap would be an error.
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
-    const handle = queue[liveHandle]();
+    const handle = CommandQueue[handleOf](queue);
     const { count, list } = waitHandles(events);
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
@@ -374,11 +390,11 @@ export class SVMMapping {
     this.#buffer = undefined;
     // Transferred away by the program already: that ArrayBuffer is beyond reach (README, Lifetimes).
     if (buffer !== undefined && buffer.detached !== true && typeof buffer.transfer === "function") buffer.transfer(0);
-    const event = this.#queue[newCommand]();
+    const event = CommandQueue[newCommand](queue);
     // The map counted as a use of the allocation: the unmap's pin takes it over.
-    this.#queue[pinCommand](event, [this.#allocation], undefined);
-    this.#allocation[unuseSVM]();
-    this.#queue.release(); // the mapping's reference (see the constructor)
+    CommandQueue[pinCommand](queue, event, [this.#allocation], undefined);
+    SVMAllocation[unuseSVM](this.#allocation);
+    CommandQueue[releaseOf](queue); // the mapping's reference (see the constructor)
     return event;
   }
 
@@ -390,8 +406,9 @@ export class SVMMapping {
 
 /** `size` bytes at `offset` (both checked size_t values) fit in the buffer. */
 function checkRange(buffer: Buffer, offset: number, size: number): void {
-  if (offset + size > buffer.size) {
-    throw new RangeError(`${size} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
+  const total = Buffer[sizeOf](buffer);
+  if (offset + size > total) {
+    throw new RangeError(`${size} bytes at offset ${offset} do not fit in a buffer of ${total} bytes`);
   }
 }
 
@@ -452,16 +469,15 @@ export class CommandQueue {
       check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(existing));
       handle = existing;
     } else {
-      handle = opencl().symbols.clCreateCommandQueue(context[liveHandle](), Device[handleOf](device), 0, errcode) as
-        | Pointer
-        | null;
+      const create = opencl().symbols.clCreateCommandQueue;
+      handle = create(cls.Context[handleOf](context), Device[handleOf](device), 0, errcode) as Pointer | null;
       if (handle === null) throw new OpenCLError("clCreateCommandQueue", errcode[0]);
     }
     this.#handle = handle;
     this.#native = handle;
     this.#context = context;
     Object.defineProperty(this, "device", { value: device, enumerable: true });
-    adopt(context); // through the class: [callbackQueue] may make one after the context got another prototype
+    cls.adopt(context); // through the class: [callbackQueue] may make one after the context got another prototype
     net.add(this);
   }
 
@@ -474,10 +490,20 @@ export class CommandQueue {
     return this.#handle !== null;
   }
 
-  /** @internal */
+  /** @internal Its own body, not a call of `handleOf`: one more call cost an SVM free 10 ns on Node. */
   [liveHandle](): Pointer {
     if (this.#handle === null) throw new ReleasedError("CommandQueue");
     return this.#handle;
+  }
+
+  /**
+   * @internal The live handle through the class (see `handleOf`): what memlife calls on a queue it
+   * holds (a mapping's, an armed callback's, a free's) goes through the class, whatever the queue's
+   * prototype or own properties.
+   */
+  static [handleOf](queue: CommandQueue): Pointer {
+    if (queue.#handle === null) throw new ReleasedError("CommandQueue");
+    return queue.#handle;
   }
 
   /**
@@ -486,8 +512,8 @@ export class CommandQueue {
    * callback gets a queue object holding a reference of its own, which the caller releases once
    * the callback is done.
    */
-  [callbackQueue](): CommandQueue {
-    return this.#handle !== null ? this : new CommandQueue(this.#context, this.device, this.#native);
+  static [callbackQueue](queue: CommandQueue): CommandQueue {
+    return queue.#handle !== null ? queue : new CommandQueue(queue.#context, queue.device, queue.#native);
   }
 
   /**
@@ -533,16 +559,14 @@ export class CommandQueue {
     const events = waitEvents(waitFor);
     const bytes = memoryBytes(view, what, true);
     const host = view;
-    if (offset + bytes > buffer.size) {
-      throw new RangeError(`${bytes} bytes at offset ${offset} do not fit in a buffer of ${buffer.size} bytes`);
-    }
+    checkRange(buffer, offset, bytes);
     const svm = withAllocationsBehind(undefined, host);
     const handle = this[liveHandle]();
-    const mem = buffer[commandHandle]();
+    const mem = Buffer[commandHandle](buffer);
     const { count, list } = waitHandles(events);
     check(fn, opencl().symbols[fn](handle, mem, 0, offset, bytes, hostPointer(host, bytes), count, list, eventOut));
-    const event = this[newCommand]();
-    this[pinCommand](event, svm, host);
+    const event = CommandQueue[newCommand](this);
+    CommandQueue[pinCommand](this, event, svm, host);
     return event;
   }
 
@@ -567,10 +591,11 @@ export class CommandQueue {
     let into = target;
     if (into === undefined) {
       this.#checkBuffer(buffer);
-      if (read.offset > buffer.size) {
-        throw new RangeError(`offset ${read.offset} is past the end of a buffer of ${buffer.size} bytes`);
+      const size = Buffer[sizeOf](buffer);
+      if (read.offset > size) {
+        throw new RangeError(`offset ${read.offset} is past the end of a buffer of ${size} bytes`);
       }
-      into = new Uint8Array(buffer.size - read.offset) as unknown as T;
+      into = new Uint8Array(size - read.offset) as unknown as T;
     }
     const event = this.#enqueueTransfer("clEnqueueReadBuffer", buffer, into, read, "target");
     try {
@@ -668,10 +693,11 @@ export class CommandQueue {
       }
       if (status !== OpenCLStatus.CL_SUCCESS) reclaimAll(given, surrendered);
       check("clEnqueueSVMFree", status);
-      return this[newCommand](undefined, true);
+      return CommandQueue[newCommand](this, undefined, true);
     }
-    const pointers = given.map((a) => a[svmPointer]());
-    const { id, entry, outcome, called } = registerFree(this, this.#context[nativeHandle](), given, pointers, onFree);
+    const pointers = given.map((a) => SVMAllocation[svmPointer](a));
+    const context = cls.Context[nativeHandle](this.#context);
+    const { id, entry, outcome, called } = registerFree(this, context, given, pointers, onFree);
     let status: number;
     try {
       status = svmFree(handle, n, array, svmFreeTrampoline(), id, count, list, eventOut) as number;
@@ -699,12 +725,12 @@ export class CommandQueue {
     oweFree(id);
     if (count > 0) watchFailure(id, eventOut);
     // A free without onFree owes the program nothing: wait() and finish() wait for the command only.
-    if (onFree === undefined) return this[newCommand]();
+    if (onFree === undefined) return CommandQueue[newCommand](this);
     // release() waits for the callbacks to be done, `async` ones included; finish() only for them
     // to be called, or an async onFree that awaits its queue's finish() would wait for itself.
     this.#track(outcome.done);
     this.#trackCall(called);
-    return this[newCommand](outcome);
+    return CommandQueue[newCommand](this, outcome);
   }
 
   /** `enqueueSVMFree([a])`: the quiet path below for one allocation, by the same rules. */
@@ -731,7 +757,7 @@ export class CommandQueue {
     }
     if (status !== OpenCLStatus.CL_SUCCESS) SVMAllocation[reclaim](a);
     check("clEnqueueSVMFree", status);
-    return this[newCommand](undefined, true);
+    return CommandQueue[newCommand](this, undefined, true);
   }
 
   /**
@@ -775,8 +801,8 @@ export class CommandQueue {
         eventOut,
       ),
     );
-    const event = this[newCommand]();
-    if (svm !== undefined) this[pinCommand](event, svm, undefined);
+    const event = CommandQueue[newCommand](this);
+    if (svm !== undefined) CommandQueue[pinCommand](this, event, svm, undefined);
     return event;
   }
 
@@ -816,8 +842,8 @@ export class CommandQueue {
     const { count, list } = waitHandles(events);
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d, s, size, count, list, eventOut) as number);
-    const event = this[newCommand]();
-    this[pinCommand](event, svm, host);
+    const event = CommandQueue[newCommand](this);
+    CommandQueue[pinCommand](this, event, svm, host);
     return event;
   }
 
@@ -827,7 +853,7 @@ export class CommandQueue {
       if (SVMAllocation[contextOf](x) !== this.#context) {
         throw new TypeError(`${what} belongs to another context than this queue`);
       }
-      x[svmPointer](); // ReleasedError
+      SVMAllocation[svmPointer](x); // ReleasedError
       return SVMAllocation[svmSize](x);
     }
     if (ArrayBuffer.isView(x)) {
@@ -853,7 +879,7 @@ export class CommandQueue {
     const { bytes, length } = patternBytes(pattern);
     const size = fillSize(offset, given, SVMAllocation[svmSize](allocation), length, "enqueueSVMMemFill");
     const handle = this[liveHandle]();
-    const pointer = offsetPointer(allocation[svmPointer](), offset);
+    const pointer = offsetPointer(SVMAllocation[svmPointer](allocation), offset);
     const { count, list } = waitHandles(events);
     const fill = clEnqueueSVMMemFill ??= optionalSymbol("clEnqueueSVMMemFill", "an OpenCL 2.0 platform");
     check(
@@ -869,8 +895,8 @@ export class CommandQueue {
         eventOut,
       ) as number,
     );
-    const event = this[newCommand]();
-    this[pinCommand](event, [allocation], undefined);
+    const event = CommandQueue[newCommand](this);
+    CommandQueue[pinCommand](this, event, [allocation], undefined);
     return event;
   }
 
@@ -898,13 +924,13 @@ export class CommandQueue {
     }
     const events = waitEvents(own(bag, "waitFor"));
     const handle = this[liveHandle]();
-    const pointer = offsetPointer(allocation[svmPointer](), offset);
+    const pointer = offsetPointer(SVMAllocation[svmPointer](allocation), offset);
     const { count, list } = waitHandles(events);
     const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMap", map(handle, 0, flags, pointer, size, count, list, eventOut) as number);
-    const event = this[newCommand]();
+    const event = CommandQueue[newCommand](this);
     // Counts as a use until the unmap completes (see SVMMapping.unmap).
-    allocation[useSVM]();
+    SVMAllocation[useSVM](allocation);
     mappedCount.set(allocation, (mappedCount.get(allocation) ?? 0) + 1);
     return new SVMMapping(this, allocation, pointer, offset, size, event);
   }
@@ -931,20 +957,20 @@ export class CommandQueue {
     const bag = checkOptions(options, copyBufferKeys, "enqueueCopyBuffer options");
     const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
     const dstOffset = sizeOr(own(bag, "dstOffset"), "dstOffset", 0);
-    const size = sizeOr(own(bag, "size"), "size", Math.max(src.size - srcOffset, 0));
+    const size = sizeOr(own(bag, "size"), "size", Math.max(Buffer[sizeOf](src) - srcOffset, 0));
     if (size === 0) throw new RangeError("enqueueCopyBuffer: nothing to copy (size 0)");
     checkRange(src, srcOffset, size);
     checkRange(dst, dstOffset, size);
     const events = waitEvents(own(bag, "waitFor"));
     const handle = this[liveHandle]();
-    const s = src[commandHandle]();
-    const d = dst[commandHandle]();
+    const s = Buffer[commandHandle](src);
+    const d = Buffer[commandHandle](dst);
     const { count, list } = waitHandles(events);
     check(
       "clEnqueueCopyBuffer",
       opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut),
     );
-    return this[newCommand]();
+    return CommandQueue[newCommand](this);
   }
 
   /** Fills a buffer range with a repeated pattern (clEnqueueFillBuffer); see `enqueueSVMMemFill`. */
@@ -954,16 +980,16 @@ export class CommandQueue {
     const { offset, size: given, waitFor } = fillOptions(options, "enqueueFillBuffer");
     const events = waitEvents(waitFor);
     const { bytes, length } = patternBytes(pattern);
-    const size = fillSize(offset, given, buffer.size, length, "enqueueFillBuffer");
+    const size = fillSize(offset, given, Buffer[sizeOf](buffer), length, "enqueueFillBuffer");
     const handle = this[liveHandle]();
-    const mem = buffer[commandHandle]();
+    const mem = Buffer[commandHandle](buffer);
     const { count, list } = waitHandles(events);
     const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
     check(
       "clEnqueueFillBuffer",
       fill(handle, mem, bytes, length, offset, size, count, list, eventOut) as number,
     );
-    return this[newCommand]();
+    return CommandQueue[newCommand](this);
   }
 
   /** An event that completes when `waitFor` (default: every command enqueued before) completed. */
@@ -974,7 +1000,7 @@ export class CommandQueue {
     const { count, list } = waitHandles(events);
     const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueMarkerWithWaitList", marker(handle, count, list, eventOut) as number);
-    return this[newCommand]();
+    return CommandQueue[newCommand](this);
   }
 
   /** Like `enqueueMarker`, and later commands wait for it too (matters on out-of-order queues). */
@@ -985,20 +1011,20 @@ export class CommandQueue {
     const { count, list } = waitHandles(events);
     const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueBarrierWithWaitList", barrier(handle, count, list, eventOut) as number);
-    return this[newCommand]();
+    return CommandQueue[newCommand](this);
   }
 
   /**
    * @internal Wraps the cl_event the enqueue call just wrote, numbered for completion tracking;
    * `quiet` when its release can call nothing back (see Event's `#quiet`).
    */
-  [newCommand](after?: CallbackOutcome, quiet = false): Event {
+  static [newCommand](queue: CommandQueue, after?: CallbackOutcome, quiet = false): Event {
     return new Event(
       backend.fromAddress(eventOut[0]) as Pointer,
-      this.#context,
+      queue.#context,
       after,
-      this.#tracker,
-      ++this.#seq,
+      queue.#tracker,
+      ++queue.#seq,
       quiet,
     );
   }
@@ -1009,13 +1035,13 @@ export class CommandQueue {
    * covers the command does the queue arm a completion callback (a driver-thread callback costs
    * the JS thread, and on Deno and Node the driver thread, ~15 us).
    */
-  [pinCommand](event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
-    const seq = this.#seq;
+  static [pinCommand](queue: CommandQueue, event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
+    const seq = queue.#seq;
     // The pin first: whatever throws after it, the host memory and the allocations stay reachable.
-    if (this.#pins.push({ seq, svm, host }) === 1) busy.add(this);
-    if (svm !== undefined) { for (let i = 0; i < svm.length; i++) svm[i][useSVM](); }
+    if (queue.#pins.push({ seq, svm, host }) === 1) busy.add(queue);
+    if (svm !== undefined) { for (let i = 0; i < svm.length; i++) SVMAllocation[useSVM](svm[i]); }
     const s = opencl().symbols;
-    const handle = event[liveHandle]();
+    const handle = Event[handleOf](event);
     // The command is enqueued whatever happens here: the program must get its event (a throw would
     // have it enqueue the command again). Without a reference of its own to the command's event,
     // the queue arms a marker enqueued now, which completes after the command (in order); without
@@ -1023,38 +1049,42 @@ export class CommandQueue {
     let newest: Pointer | null = handle;
     if (s.clRetainEvent(handle) !== OpenCLStatus.CL_SUCCESS) {
       const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
-      newest = marker(this[liveHandle](), 0, null, eventOut) === OpenCLStatus.CL_SUCCESS
+      newest = marker(CommandQueue[handleOf](queue), 0, null, eventOut) === OpenCLStatus.CL_SUCCESS
         ? backend.fromAddress(eventOut[0])
         : null;
     }
     if (newest !== null) {
-      if (this.#newest !== null) s.clReleaseEvent(this.#newest);
-      this.#newest = newest;
-      this.#newestSeq = seq;
+      if (queue.#newest !== null) s.clReleaseEvent(queue.#newest);
+      queue.#newest = newest;
+      queue.#newestSeq = seq;
     }
-    this.#scheduleCheck();
+    queue.#scheduleCheck();
   }
 
-  /** @internal Every command up to number `seq` completed (or, `known` false, may not have). */
-  [completedThrough](seq: number, known: boolean): void {
+  /**
+   * @internal Every command up to number `seq` completed (or, `known` false, may not have). Static:
+   * a queue given another prototype had an armed callback throw TypeError (uncaught) and a wait
+   * reject with it.
+   */
+  static [completedThrough](queue: CommandQueue, seq: number, known: boolean): void {
     if (known) {
-      const pins = this.#pins;
+      const pins = queue.#pins;
       let n = 0;
       while (n < pins.length && pins[n].seq <= seq) n++;
       if (n > 0) {
         const done = pins.splice(0, n);
         for (let i = 0; i < done.length; i++) {
           const svm = done[i].svm;
-          if (svm !== undefined) { for (let j = 0; j < svm.length; j++) svm[j][unuseSVM](); }
+          if (svm !== undefined) { for (let j = 0; j < svm.length; j++) SVMAllocation[unuseSVM](svm[j]); }
         }
-        if (this.#newest !== null && this.#newestSeq <= seq) {
-          opencl().symbols.clReleaseEvent(this.#newest);
-          this.#newest = null;
+        if (queue.#newest !== null && queue.#newestSeq <= seq) {
+          opencl().symbols.clReleaseEvent(queue.#newest);
+          queue.#newest = null;
         }
-        if (pins.length === 0) busy.delete(this);
+        if (pins.length === 0) busy.delete(queue);
       }
     }
-    if (this.#pins.length > 0) this.#scheduleCheck();
+    if (queue.#pins.length > 0) queue.#scheduleCheck();
   }
 
   /** The queue as the events of its commands see it. */
@@ -1065,7 +1095,7 @@ export class CommandQueue {
     },
     waitEnded: (seq, completed) => {
       if (--this.#waits === 0) this.#waitMax = 0;
-      this[completedThrough](seq, completed);
+      CommandQueue[completedThrough](this, seq, completed);
     },
     open: () => this.#handle !== null,
   };
@@ -1171,10 +1201,15 @@ export class CommandQueue {
   }
 
   retain(): this {
-    check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(this[liveHandle]()));
-    this.#refs++;
-    net.renew(this);
+    CommandQueue[retainOf](this);
     return this;
+  }
+
+  /** @internal `retain()` through the class: a mapping's reference (see `retainOf`). */
+  static [retainOf](queue: CommandQueue): void {
+    check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(CommandQueue[handleOf](queue)));
+    queue.#refs++;
+    net.renew(queue);
   }
 
   /**
@@ -1182,18 +1217,23 @@ export class CommandQueue {
    * off the JS thread (OpenCL may finish the queue inside it, which can wait on callback threads).
    */
   release(): void {
-    const handle = this.#handle;
+    CommandQueue[releaseOf](this);
+  }
+
+  /** @internal `release()` through the class (see `retainOf`). */
+  static [releaseOf](queue: CommandQueue): void {
+    const handle = queue.#handle;
     if (handle === null) return;
-    const last = --this.#refs === 0;
+    const last = --queue.#refs === 0;
     if (last) {
-      this.#handle = null;
-      net.remove(this);
-    } else net.renew(this);
+      queue.#handle = null;
+      net.remove(queue);
+    } else net.renew(queue);
     // Only the last reference's release ends the queue as a child of its context.
-    const context = last ? this.#context : null;
+    const context = last ? queue.#context : null;
     const nativeRelease = () => releaseQueue(handle, context);
-    if (this.#pending.size === 0) nativeRelease();
-    else void Promise.allSettled([...this.#pending]).then(nativeRelease);
+    if (queue.#pending.size === 0) nativeRelease();
+    else void Promise.allSettled([...queue.#pending]).then(nativeRelease);
   }
 
   [Symbol.dispose](): void {
@@ -1206,9 +1246,12 @@ export class CommandQueue {
   }
 }
 
+// Other modules reach queues through the class (see classes.ts).
+register("CommandQueue", CommandQueue);
+
 /** The address `offset` bytes into one side of an SVM memcpy that `#svmSide` checked (`length` bytes). */
 function svmSidePointer(x: SVMAllocation | ArrayBufferView, offset: number, length: number): Pointer {
-  const base = SVMAllocation[genuine](x) ? x[svmPointer]() : backend.pointerOf(x);
+  const base = SVMAllocation[genuine](x) ? SVMAllocation[svmPointer](x) : backend.pointerOf(x);
   return offsetPointer(base, Math.min(offset, length));
 }
 

@@ -7,8 +7,12 @@
  * Each was a crash (SIGSEGV) on all three runtimes.
  */
 import { viewBuffer } from "../../ffi/views.ts";
+import { classes } from "./classes.ts";
 import { unuseSVM, useSVM } from "../internal.ts";
 import type { SVMAllocation } from "./svm.ts";
+
+// Classes this module cannot import (see classes.ts), read at each call.
+const cls = classes;
 
 /** Each ArrayBuffer's allocation, and what it keeps alive: the allocation, or the mapping it came from. */
 const owners = new WeakMap<ArrayBufferLike, { allocation: SVMAllocation; keeps: object }>();
@@ -65,7 +69,7 @@ let anyHeld = false;
  * (`allocationBehind`, asked before the native create): in use until `letGo`.
  */
 export function holdAllocation(key: object, allocation: SVMAllocation): void {
-  allocation[useSVM]();
+  cls.SVMAllocation[useSVM](allocation); // through the class: an allocation given another prototype too
   anyHeld = true;
   holds.set(key, allocation);
   heldCount.set(allocation, (heldCount.get(allocation) ?? 0) + 1);
@@ -80,7 +84,7 @@ export function letGoAllocation(key: object): void {
   const left = heldCount.get(allocation)! - 1;
   if (left === 0) heldCount.delete(allocation);
   else heldCount.set(allocation, left);
-  allocation[unuseSVM]();
+  cls.SVMAllocation[unuseSVM](allocation);
 }
 
 /** Whether a `hostPtr: "use"` buffer is over `allocation`'s memory (enqueueSVMFree would free it under that buffer). */

@@ -24,13 +24,12 @@ import { svmArrayBuffer } from "./svm-memory.ts";
 import { boolean, integer, keys, member, options as checkOptions, own } from "../check.ts";
 import type { Context } from "./context.ts";
 import type { CommandQueue } from "./queue.ts";
+import { classes, register } from "./classes.ts";
 import {
-  adoptChild,
   callbackQueue,
   contextOf,
-  disownChild,
   genuine,
-  liveHandle,
+  handleOf,
   nativeHandle,
   reclaim,
   surrender,
@@ -42,6 +41,9 @@ import {
   unuseSVM,
   useSVM,
 } from "../internal.ts";
+
+// Classes this module cannot import (see classes.ts), read at each call.
+const cls = classes;
 
 export interface SVMOptions {
   access?: Access;
@@ -57,8 +59,8 @@ const svmKeys = keys("access", "fineGrain", "atomics", "alignment");
 
 /** Safety net: an allocation the program forgot is freed with clSVMFree after it is collected. */
 const net = new SafetyNet<{ context: Context; pointer: Pointer }>(({ context, pointer }) => {
-  opencl_clSVMFree()(context[nativeHandle](), pointer);
-  context[disownChild]();
+  opencl_clSVMFree()(cls.Context[nativeHandle](context), pointer);
+  cls.disown(context);
 });
 
 let clSVMFree: ((...args: unknown[]) => unknown) | undefined;
@@ -70,11 +72,16 @@ let clSVMAlloc: ((...args: unknown[]) => unknown) | undefined;
 /** Kinds of allocation a context's devices can be checked for, as bits. */
 const COARSE = 1, FINE = 2, ATOMICS = 4;
 
-/** Throws unless every device of the context can make this kind of allocation of this size. */
-function checkDevices(context: Context, size: number, fineGrain: boolean, atomics: boolean): void {
+/**
+ * The context's live cl_context for this kind of allocation of this size: throws unless every
+ * device of the context can make it.
+ */
+function checkDevices(context: Context, size: number, fineGrain: boolean, atomics: boolean): Pointer {
   const kinds = COARSE | (fineGrain ? FINE : 0) | (atomics ? ATOMICS : 0);
-  // Device capabilities do not change: the loop below runs once per context and kind.
-  if (context[svmChecked](kinds, size)) return;
+  // Device capabilities do not change: the loop below runs once per context and kind, and the
+  // usual allocation asks the context once, for both the check and the handle.
+  const handle = cls.Context[svmChecked](context, kinds, size);
+  if (handle !== null) return handle;
   let maxSize = Infinity;
   for (const device of context.devices) {
     const caps = device.svm;
@@ -99,7 +106,8 @@ function checkDevices(context: Context, size: number, fineGrain: boolean, atomic
     }
     maxSize = Math.min(maxSize, device.maxMemAllocSize);
   }
-  context[svmPassed](kinds, maxSize);
+  cls.Context[svmPassed](context, kinds, maxSize);
+  return cls.Context[handleOf](context);
 }
 
 /**
@@ -161,9 +169,9 @@ export class SVMAllocation {
       }
       flags = accessFlag | (fineGrain ? MemFlags.SVM_FINE_GRAIN_BUFFER : 0) | (atomics ? MemFlags.SVM_ATOMICS : 0);
     }
-    checkDevices(context, size, fineGrain, atomics);
+    const handle = checkDevices(context, size, fineGrain, atomics);
     clSVMAlloc ??= optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform");
-    const pointer = clSVMAlloc(context[liveHandle](), flags, size, alignment) as Pointer | null;
+    const pointer = clSVMAlloc(handle, flags, size, alignment) as Pointer | null;
     if (pointer === null) {
       // clSVMAlloc reports no code; after the checks above, NULL means the allocation itself failed.
       throw new OpenCLError(
@@ -176,7 +184,7 @@ export class SVMAllocation {
     this.#context = context;
     this.#size = size;
     this.#fineGrain = fineGrain;
-    context[adoptChild]();
+    cls.adopt(context); // through the Context class (see classes.ts): whatever the context's prototype
     net.add(this);
   }
 
@@ -224,13 +232,10 @@ export class SVMAllocation {
     return allocation.#address ??= backend.address(allocation.#pointer);
   }
 
-  /** @internal */
-  [svmPointer](): Pointer {
-    if (this.#pointer === null) throw new ReleasedError("SVMAllocation");
-    return this.#pointer;
-  }
-
-  /** @internal The same through the class, for an allocation the caller brand-checked (see Buffer's). */
+  /**
+   * @internal The SVM pointer, through the class, for an allocation the caller brand-checked (see
+   * Buffer's `commandHandle`).
+   */
   static [svmPointer](allocation: SVMAllocation): Pointer {
     if (allocation.#pointer === null) throw new ReleasedError("SVMAllocation");
     return allocation.#pointer;
@@ -243,7 +248,7 @@ export class SVMAllocation {
    * it counts as a use of the allocation, which `release()` waits for.
    */
   get arrayBuffer(): ArrayBuffer {
-    const pointer = this[svmPointer]();
+    const pointer = SVMAllocation[svmPointer](this);
     if (!this.#fineGrain) {
       throw new TypeError(
         "only fine-grain SVM (svmAlloc(size, { fineGrain: true })) can be viewed from the host without mapping",
@@ -262,7 +267,7 @@ export class SVMAllocation {
     net.remove(a); // first: what throws must leave the allocation as it was (no double free)
     a.#taken = pointer;
     a.#pointer = null;
-    a.#context[disownChild]();
+    cls.disown(a.#context);
     return pointer;
   }
 
@@ -272,25 +277,27 @@ export class SVMAllocation {
    */
   static [reclaim](a: SVMAllocation): void {
     a.#pointer = a.#taken;
-    a.#context[adoptChild]();
+    cls.adopt(a.#context);
     net.add(a);
   }
 
   /**
-   * @internal A command that uses the allocation was enqueued; `unuse()` when it completed. The
+   * @internal A command that uses the allocation was enqueued; `unuse` when it completed. The
    * command's completion entry holds the allocation meanwhile, so the safety net cannot free it.
+   * Static, as `unuse`: an allocation given another prototype had a kernel's enqueue throw
+   * TypeError after the command was enqueued (its event lost).
    */
-  [useSVM](): void {
-    this.#uses++;
+  static [useSVM](a: SVMAllocation): void {
+    a.#uses++;
   }
 
-  /** @internal A command counted by `use()` completed (or failed). */
-  [unuseSVM](): void {
-    if (--this.#uses === 0 && this.#deferred !== null) {
-      const pointer = this.#deferred;
-      this.#deferred = null;
-      opencl_clSVMFree()(this.#context[nativeHandle](), pointer);
-      this.#context[disownChild]();
+  /** @internal A command counted by `use` completed (or failed). */
+  static [unuseSVM](a: SVMAllocation): void {
+    if (--a.#uses === 0 && a.#deferred !== null) {
+      const pointer = a.#deferred;
+      a.#deferred = null;
+      opencl_clSVMFree()(cls.Context[nativeHandle](a.#context), pointer);
+      cls.disown(a.#context);
     }
   }
 
@@ -313,7 +320,7 @@ export class SVMAllocation {
       this.#pointer = null;
       return;
     }
-    const context = this.#context[nativeHandle]();
+    const context = cls.Context[nativeHandle](this.#context);
     opencl_clSVMFree()(context, SVMAllocation[surrender](this));
   }
 
@@ -321,6 +328,9 @@ export class SVMAllocation {
     this.release();
   }
 }
+
+// Other modules reach allocations through the class (see classes.ts).
+register("SVMAllocation", SVMAllocation);
 
 // --- clEnqueueSVMFree ----------------------------------------------------------------------------
 
@@ -393,7 +403,7 @@ function runFree(entry: PendingFree): void {
   let borrowed: CommandQueue | undefined;
   try {
     if (entry.onFree !== undefined) {
-      const queue = entry.queue[callbackQueue]();
+      const queue = cls.CommandQueue[callbackQueue](entry.queue);
       if (queue !== entry.queue) borrowed = queue;
       later = returnedPromise(entry.onFree(queue, allocations));
     }
