@@ -244,7 +244,7 @@ async function openclBenchmarks(): Promise<void> {
             f.clSVMFree(context, ptr);
             continue;
           }
-          svmList[0] = f.address(ptr);
+          f.store(svmList, 0, ptr);
           let status: number;
           if (mode === "onFree") {
             const id = (i % SVM_BATCH) + 1;

@@ -140,9 +140,9 @@ async function destructorLoop(n: number, op: () => void): Promise<void> {
 const lines: Record<string, (n: number) => void | Promise<void>> = {
   "svm raw": (n) => {
     for (let i = 0; i < n; i++) {
-      list[0] = backend.address(s.clSVMAlloc(context, 1, 4096, 0) as Pointer);
+      backend.writePointer(list, 0, s.clSVMAlloc(context, 1, 4096, 0) as Pointer);
       if (s.clEnqueueSVMFree(q, 1, list, null, 0, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree");
-      s.clReleaseEvent(backend.fromAddress(slot[0]));
+      s.clReleaseEvent(backend.readPointer(slot, 0));
     }
   },
   "svm alloc raw": (n) => {

@@ -58,7 +58,7 @@ import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 import type { Pointer } from "../ffi/types.ts";
 import * as ffi from "#ffi";
 import { type Entry, measureAll, settler } from "./measure.ts";
-import { openRaw } from "./raw.ts";
+import { openRaw, type RawPointer } from "./raw.ts";
 import { formatTime } from "./report.ts";
 
 const samples = Number(process.argv.find((a) => a.startsWith("--samples="))?.slice(10) ?? 9);
@@ -110,13 +110,13 @@ const q = queue.unsafeHandle;
 const list = new BigUint64Array(new ArrayBuffer(8));
 const slot = new BigUint64Array(new ArrayBuffer(8));
 /** clEnqueueSVMFree of one pointer with no callback, into reused out-arrays: the cl_event is in `slot`. */
-const rawEnqueueFree = (address: bigint): void => {
-  list[0] = address;
+const rawEnqueueFree = (): void => {
   if (fast.clEnqueueSVMFree(q, 1, list, null, zero, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree failed");
 };
 /** The same, and the event's release, in the fastest form (bench/raw.ts). */
-const rawFree = (address: bigint) => {
-  rawEnqueueFree(address);
+const rawFree = (pointer: RawPointer) => {
+  fast.store(list, 0, pointer);
+  rawEnqueueFree();
   fast.clReleaseEvent(fast.event(slot));
 };
 const spin = (us: number) => {
@@ -131,20 +131,29 @@ const svm = (op: (i: number) => void) => async (n: number) => {
   await queue.finish();
 };
 const svmEntries: Entry[] = [
-  ["svm raw", svm(() => rawFree(fast.address(fast.clSVMAlloc(context, rw, wideSize, 0))))],
+  ["svm raw", svm(() => rawFree(fast.clSVMAlloc(context, rw, wideSize, 0)))],
   [
     "raw + 1 us of JS",
     svm(() => {
       spin(1);
-      rawFree(fast.address(fast.clSVMAlloc(context, rw, wideSize, 0)));
+      rawFree(fast.clSVMAlloc(context, rw, wideSize, 0));
     }),
   ],
-  ["+ SVMAllocation", svm(() => rawFree(backend.address(cl.SVMAllocation[surrender](ctx.svmAlloc(size)))))],
+  [
+    "+ SVMAllocation",
+    svm(() => {
+      // memlife's pointer (a pointer object on Deno, not the raw floor's bigint) into the list as memlife does
+      backend.writePointer(list, 0, cl.SVMAllocation[surrender](ctx.svmAlloc(size)));
+      rawEnqueueFree();
+      fast.clReleaseEvent(fast.event(slot));
+    }),
+  ],
   [
     "+ Event object",
     svm(() => {
-      rawEnqueueFree(backend.address(cl.SVMAllocation[surrender](ctx.svmAlloc(size))));
-      new cl.Event(backend.fromAddress(slot[0])!, ctx).release();
+      backend.writePointer(list, 0, cl.SVMAllocation[surrender](ctx.svmAlloc(size)));
+      rawEnqueueFree();
+      new cl.Event(backend.readPointer(slot, 0)!, ctx).release();
     }),
   ],
   ["svmAlloc + enqueueSVMFree", svm(() => queue.enqueueSVMFree([ctx.svmAlloc(size)]).release())],

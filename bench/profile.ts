@@ -55,7 +55,7 @@ const loops: Record<string, (n: number) => Promise<void> | void> = {
     const flags = f.wide(1), size = f.wide(4096), userData = f.wide(0);
     const list = new BigUint64Array(new ArrayBuffer(8)), slot = new BigUint64Array(new ArrayBuffer(8));
     for (let i = 0; i < n; i++) {
-      list[0] = f.address(f.clSVMAlloc(context, flags, size, 0));
+      f.store(list, 0, f.clSVMAlloc(context, flags, size, 0));
       if (f.clEnqueueSVMFree(q, 1, list, null, userData, 0, null, slot) !== 0) throw new Error("clEnqueueSVMFree");
       f.clReleaseEvent(f.event(slot));
       if (i % 256 === 255) await queue.finish();

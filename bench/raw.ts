@@ -40,6 +40,8 @@ export interface RawCalls {
   clSVMFree(context: Pointer, pointer: RawPointer): void;
   /** An SVM pointer's address, for a `BigUint64Array` list. */
   address(pointer: RawPointer): bigint;
+  /** `list[index] = address(pointer)`, in the fastest form (Bun: by 32-bit words, no BigInt). */
+  store(list: BigUint64Array, index: number, pointer: RawPointer): void;
   /** The event an enqueue wrote into `slot`, in the form `clReleaseEvent` takes. */
   event(slot: BigUint64Array): RawPointer;
   /** With no pfn_free_func. */
@@ -106,7 +108,9 @@ export function openRaw(path: string): RawCalls {
     const calls: Record<string, unknown> = {
       wide: (n: number) => n,
       address: backend.address,
-      event: (slot: BigUint64Array) => backend.fromAddress(slot[0]),
+      store: (list: BigUint64Array, index: number, pointer: Pointer | null) =>
+        backend.writePointer(list, index, pointer),
+      event: (slot: BigUint64Array) => backend.readPointer(slot, 0),
     };
     for (const name of names) calls[name] = s[name];
     calls.clReleaseMemObjectReentrant = s.clReleaseMemObject;
@@ -145,6 +149,9 @@ export function openRaw(path: string): RawCalls {
     clSVMAlloc: s.clSVMAlloc as RawCalls["clSVMAlloc"],
     clSVMFree: s.clSVMFree as RawCalls["clSVMFree"],
     address: (pointer) => pointer as bigint,
+    store: (list, index, pointer) => {
+      list[index] = pointer as bigint;
+    },
     event: (slot) => slot[0],
     clEnqueueSVMFree: enqueue as RawCalls["clEnqueueSVMFree"],
     clEnqueueSVMFreeReentrant: (q, n, list, fn, id, count, wait, event) =>

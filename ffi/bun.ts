@@ -528,6 +528,39 @@ function fromAddress(value: bigint): Pointer | null {
   return value === 0n ? null : (Number(value) as unknown as Pointer);
 }
 
+// Word views of the last BigUint64Array read and the last written: the core reuses one out-argument
+// for every command's event and one scratch list for pointers, so each keeps hitting. Bun runs on
+// little-endian machines only (x64, arm64): the low word comes first.
+let readSlots: BigUint64Array | undefined;
+let readWords: Uint32Array = new Uint32Array(0);
+let writeSlots: BigUint64Array | undefined;
+let writeWords: Uint32Array = new Uint32Array(0);
+
+function wordsOf(slots: BigUint64Array): Uint32Array {
+  return new Uint32Array(slots.buffer, slots.byteOffset, slots.length * 2);
+}
+
+function readPointer(slots: BigUint64Array, index: number): Pointer | null {
+  if (slots !== readSlots) {
+    readWords = wordsOf(slots);
+    readSlots = slots;
+  }
+  // Exact: user-space addresses stay far below 2^53.
+  const value = readWords[2 * index] + readWords[2 * index + 1] * 0x1_0000_0000;
+  return value === 0 ? null : (value as unknown as Pointer);
+}
+
+function writePointer(slots: BigUint64Array, index: number, pointer: Pointer | null): void {
+  if (slots !== writeSlots) {
+    writeWords = wordsOf(slots);
+    writeSlots = slots;
+  }
+  const value = pointer === null ? 0 : (pointer as unknown as number);
+  const low = value >>> 0; // ToUint32: the value modulo 2^32, exact for any integer below 2^53
+  writeWords[2 * index] = low;
+  writeWords[2 * index + 1] = (value - low) / 0x1_0000_0000;
+}
+
 function arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer {
   // toArrayBuffer refuses a length of 0 (and without a length would read up to a NUL).
   if (byteLength === 0) return new ArrayBuffer(0);
@@ -553,6 +586,8 @@ export const backend: Backend = {
   pointerOf,
   address,
   fromAddress,
+  readPointer,
+  writePointer,
   arrayBuffer,
   readCString,
   unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),

@@ -637,6 +637,10 @@ export const backend: Backend = {
   pointerOf,
   address,
   fromAddress,
+  readPointer: (slots, index) => fromAddress(slots[index]),
+  writePointer(slots, index, pointer) {
+    slots[index] = address(pointer);
+  },
   arrayBuffer,
   readCString,
   // Workers keep a JS ledger (ffi/native-ledger.ts says why).

@@ -319,6 +319,11 @@ export const backend: Backend = {
     return pointer === null ? 0n : (pointer as unknown as bigint);
   },
   fromAddress,
+  // Pointers are bigints here: the element itself.
+  readPointer: (slots, index) => fromAddress(slots[index]),
+  writePointer(slots, index, pointer) {
+    slots[index] = pointer === null ? 0n : (pointer as unknown as bigint);
+  },
   arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer {
     // koffi.view(NULL, n > 0) does not throw: Node asserts and aborts the process.
     if (pointer === null) {

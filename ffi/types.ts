@@ -185,6 +185,14 @@ export interface Backend {
   pointerOf(view: ArrayBufferView): Pointer;
   address(pointer: Pointer | null): bigint;
   fromAddress(address: bigint): Pointer | null;
+  /**
+   * `fromAddress(slots[index])`: the pointer C wrote into a `BigUint64Array` (an out-argument, a
+   * list it filled). Where pointers are numbers (Bun) it reads the two 32-bit words instead, with
+   * no BigInt made on the way (JavaScriptCore allocates one per element read: 19 ns).
+   */
+  readPointer(slots: BigUint64Array, index: number): Pointer | null;
+  /** `slots[index] = address(pointer)`, for a list C reads; on Bun by words, as `readPointer`. */
+  writePointer(slots: BigUint64Array, index: number, pointer: Pointer | null): void;
   /** Native memory as an ArrayBuffer, no copy. The caller keeps the memory alive while it is used. */
   arrayBuffer(pointer: Pointer, byteLength: number): ArrayBuffer;
   /** Read a NUL-terminated UTF-8 string. */

@@ -72,6 +72,34 @@ describe("pointers and addresses", () => {
     assert.equal(mismatches, 0);
   });
 
+  test("readPointer and writePointer agree with fromAddress and address, at any index of any list", () => {
+    // Bun reads and writes by 32-bit words through a cached view of the last list: lists that
+    // alternate, one at an offset in its ArrayBuffer, and a hot loop check the cache and the words.
+    const a = new BigUint64Array(new ArrayBuffer(8 * 4));
+    const b = new BigUint64Array(new ArrayBuffer(8 * 6), 16, 3);
+    for (const list of [a, b, a, b]) {
+      for (let i = 0; i < list.length; i++) {
+        const address = addresses[(i * 3 + list.length) % addresses.length];
+        backend.writePointer(list, i, backend.fromAddress(address));
+        assert.equal(list[i], address, `writePointer at ${i} of ${list.length}`);
+        list[i] = address;
+        assert.equal(backend.address(backend.readPointer(list, i)), address, `readPointer at ${i} of ${list.length}`);
+      }
+      backend.writePointer(list, list.length - 1, null);
+      assert.equal(list[list.length - 1], 0n, "NULL is written 0");
+      assert.equal(backend.readPointer(list, list.length - 1), null, "0 is read NULL");
+    }
+    assert.deepEqual([...new BigUint64Array(b.buffer, 0, 2)], [0n, 0n], "nothing before the list's offset written");
+    let mismatches = 0;
+    for (let i = 0; i < 20000; i++) {
+      const address = addresses[i % addresses.length] ^ (BigInt(i % 7) << 4n);
+      const list = i % 3 === 0 ? b : a;
+      backend.writePointer(list, i % 2, backend.fromAddress(address));
+      if (list[i % 2] !== address || backend.address(backend.readPointer(list, i % 2)) !== address) mismatches++;
+    }
+    assert.equal(mismatches, 0);
+  });
+
   test("a pointer made from a view's address reaches that view's memory", () => {
     const view = new Uint8Array(new ArrayBuffer(16)).map((_, i) => i * 3);
     const pointer = backend.fromAddress(backend.address(backend.pointerOf(view)))!;

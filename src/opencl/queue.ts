@@ -67,7 +67,6 @@ import {
   retainOf,
   sizeOf,
   surrender,
-  svmAddress,
   svmPointer,
   svmSize,
   unuseSVM,
@@ -672,7 +671,7 @@ export class CommandQueue {
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
     const { count, list } = waitHandles(events);
     const array = n > 0 ? scratchPointers(n) : null;
-    for (let i = 0; i < n; i++) array![i] = SVMAllocation[svmAddress](given[i]);
+    for (let i = 0; i < n; i++) backend.writePointer(array!, i, SVMAllocation[svmPointer](given[i]));
     // Without onFree and without a wait list there is nothing to call back nor to watch: the driver
     // frees. A wait list can fail, and then PoCL frees nothing: memlife's callback frees instead.
     if (onFree === undefined && count === 0) {
@@ -739,7 +738,7 @@ export class CommandQueue {
     const handle = this[liveHandle]();
     refuseUnfreeable(this.#context, a, 0);
     const array = scratchPointers(1);
-    array[0] = SVMAllocation[svmAddress](a);
+    backend.writePointer(array, 0, SVMAllocation[svmPointer](a));
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
     let surrendered = false;
     let status: number;
@@ -1020,7 +1019,7 @@ export class CommandQueue {
    */
   static [newCommand](queue: CommandQueue, after?: CallbackOutcome, quiet = false): Event {
     return new Event(
-      backend.fromAddress(eventOut[0]) as Pointer,
+      backend.readPointer(eventOut, 0) as Pointer,
       queue.#context,
       after,
       queue.#tracker,
@@ -1050,7 +1049,7 @@ export class CommandQueue {
     if (s.clRetainEvent(handle) !== OpenCLStatus.CL_SUCCESS) {
       const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
       newest = marker(CommandQueue[handleOf](queue), 0, null, eventOut) === OpenCLStatus.CL_SUCCESS
-        ? backend.fromAddress(eventOut[0])
+        ? backend.readPointer(eventOut, 0)
         : null;
     }
     if (newest !== null) {
