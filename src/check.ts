@@ -277,3 +277,18 @@ export function callable<F>(value: unknown, what: string, shape: string): F {
 export function sizeOr(value: unknown, what: string, fallback: number): number {
   return value === undefined ? fallback : integer(value, "size_t", what);
 }
+
+/**
+ * Defines `key` on `object` as a read-only, enumerable own property (a context's `devices`, a
+ * queue's `device`, a kernel's `name`, `numArgs` and `program`: memlife trusts them). The
+ * descriptor has no prototype: `Object.defineProperty` reads `get`, `set`, `writable` and
+ * `configurable` through the prototype chain, and an object literal's would find a patched
+ * Object.prototype's (an inherited `get` made each constructor throw after its native create, and
+ * the handle leaked; an inherited `writable` left the property assignable).
+ */
+export function readOnly(object: object, key: string, value: unknown): void {
+  const descriptor = Object.create(null) as PropertyDescriptor;
+  descriptor.value = value;
+  descriptor.enumerable = true;
+  Object.defineProperty(object, key, descriptor);
+}

@@ -255,6 +255,49 @@ describe("options are own properties of plain objects, booleans are booleans", (
     }
   });
 
+  test("a patched Object.prototype does not change memlife's own properties: get, set, writable, configurable", async () => {
+    // A review: the descriptors of the read-only own properties (a context's devices, a queue's
+    // device, a kernel's name, numArgs and program) were object literals, which defineProperty
+    // reads through Object.prototype: an inherited `get` made every constructor throw after its
+    // native create (the handle leaked), an inherited `writable` left them assignable.
+    const program = ctx.createProgram("__kernel void k(__global int *o) { o[0] = 1; }");
+    await program.build();
+    const made: { release(): void }[] = [];
+    const patches: [string, PropertyDescriptor][] = [
+      ["get", { value: undefined, writable: true, configurable: true }],
+      ["set", { value: undefined, writable: true, configurable: true }],
+      ["writable", { value: true, writable: true, configurable: true }],
+      ["configurable", { value: true, writable: true, configurable: true }],
+    ];
+    for (const [name, descriptor] of patches) {
+      Object.defineProperty(Object.prototype, name, descriptor);
+      try {
+        const context = cl.createContext();
+        made.push(context);
+        const queue = context.createCommandQueue();
+        made.push(queue);
+        const kernel = program.createKernel("k");
+        made.push(kernel);
+        for (
+          const [object, key] of [[context, "devices"], [queue, "device"], [kernel, "name"], [kernel, "numArgs"], [
+            kernel,
+            "program",
+          ]] as const
+        ) {
+          const own = Object.getOwnPropertyDescriptor(object, key)!;
+          assert.ok(
+            own.writable === false && own.configurable === false,
+            `${name} on Object.prototype: ${key} stays read-only`,
+          );
+        }
+      } finally {
+        delete (Object.prototype as Record<string, unknown>)[name];
+      }
+    }
+    for (const object of made.reverse()) object.release();
+    program.release();
+  });
+
   test("createBuffer options", () => {
     const data = new Uint8Array(64);
     table([

@@ -9,7 +9,7 @@ import { OpenCLStatus } from "./status-codes.ts";
 import { Buffer, bufferArguments, type BufferOptions } from "./buffer.ts";
 import { UserEvent } from "./event.ts";
 import { Device, getPlatforms } from "./platform.ts";
-import { show } from "../check.ts";
+import { readOnly, show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
 import { SVMAllocation, type SVMOptions } from "./svm.ts";
 import { Program } from "./program.ts";
@@ -127,11 +127,11 @@ export class Context {
     if (list.some((d) => d.platform !== platform)) {
       throw new TypeError("all devices of a context must come from one platform");
     }
+    readOnly(this, "devices", Object.freeze(list)); // before the native create: nothing after it may throw
     const ids = pointerArray(list.map((d) => Device[handleOf](d)));
     const handle = opencl().symbols.clCreateContext(null, list.length, ids, null, 0, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateContext", errcode[0]);
     this.#handle = handle;
-    Object.defineProperty(this, "devices", { value: Object.freeze(list), enumerable: true });
     net.add(this);
   }
 

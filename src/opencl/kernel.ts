@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { ReleasedError } from "../errors.ts";
-import { integer, listLength, memoryBytes, show, viewByteLength } from "../check.ts";
+import { integer, listLength, memoryBytes, readOnly, show, viewByteLength } from "../check.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
@@ -312,11 +312,9 @@ export class Kernel extends ContextChild {
       throw error;
     }
     super(handle, ContextChild[contextOf](program), kind);
-    Object.defineProperties(this, {
-      name: { value: name, enumerable: true },
-      numArgs: { value: numArgs, enumerable: true },
-      program: { value: program, enumerable: true },
-    });
+    readOnly(this, "name", name);
+    readOnly(this, "numArgs", numArgs);
+    readOnly(this, "program", program);
     this.#args = new Array(numArgs).fill(undefined);
   }
 

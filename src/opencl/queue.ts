@@ -24,6 +24,7 @@ import {
   options as checkOptions,
   own,
   plainObject,
+  readOnly,
   show,
   sizeOr,
   unknownOption,
@@ -463,6 +464,7 @@ export class CommandQueue {
 
   /** @internal use `ctx.createCommandQueue()`; `existing`: see [callbackQueue]. */
   constructor(context: Context, device: Device, existing?: Pointer) {
+    readOnly(this, "device", device); // before the native create: nothing after it may throw
     let handle: Pointer | null;
     if (existing !== undefined) {
       check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(existing));
@@ -475,7 +477,6 @@ export class CommandQueue {
     this.#handle = handle;
     this.#native = handle;
     this.#context = context;
-    Object.defineProperty(this, "device", { value: device, enumerable: true });
     cls.adopt(context); // through the class: [callbackQueue] may make one after the context got another prototype
     net.add(this);
   }
