@@ -298,6 +298,35 @@ describe("options are own properties of plain objects, booleans are booleans", (
     program.release();
   });
 
+  test("a ray's optional fields are never a patched Object.prototype's, and a class's still count", async () => {
+    // A hostile pass: with Object.prototype.tfar = 0.5 (or mask = 0, tnear = 5) every ray missed.
+    const scene = rtcDevice.newScene();
+    scene.addTriangleMesh(new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]), new Uint32Array([0, 1, 2]));
+    await scene.commit();
+    const ray = () => ({ origin: [0.2, 0.2, -1], direction: [0, 0, 1] });
+    const proto = Object.prototype as Record<string, unknown>;
+    try {
+      for (const [key, value] of [["tfar", 0.5], ["mask", 0], ["tnear", 5], ["time", 2]] as const) {
+        proto[key] = value;
+        try {
+          assert.equal(scene.intersect1(ray())?.distance, 1, `Object.prototype.${key} = ${value}`);
+        } finally {
+          delete proto[key];
+        }
+      }
+      class Short {
+        origin = [0.2, 0.2, -1];
+        direction = [0, 0, 1];
+        get tfar(): number {
+          return 0.5;
+        }
+      }
+      assert.equal(scene.intersect1(new Short()), null, "a tfar of the ray's class counts");
+    } finally {
+      scene.release();
+    }
+  });
+
   test("createBuffer options", () => {
     const data = new Uint8Array(64);
     table([
@@ -505,6 +534,18 @@ describe("options are own properties of plain objects, booleans are booleans", (
       ["onCallbackError(5)", () => onCallbackError(5 as never), T],
       ["onCallbackError('log')", () => onCallbackError("log" as never), T],
     ]);
+  });
+
+  test("rtc.Scene is made by device.newScene() only: new rtc.Scene() of the program's is refused", () => {
+    // A hostile pass: `new rtc.Scene(device)` made a scene over an undefined handle (Node traced it
+    // and crashed in intersect1, Bun crashed at once, Deno leaked the device's reference).
+    const Scene = rtc.Scene as unknown as new (...args: unknown[]) => rtc.Scene;
+    table([
+      ["new rtc.Scene(device)", () => new Scene(rtcDevice), T],
+      ["new rtc.Scene(device, 4096)", () => new Scene(rtcDevice, 4096), T],
+      ["a subclass", () => new (class extends Scene {})(rtcDevice), T],
+    ]);
+    rtcDevice.newScene().release(); // newScene itself still makes them
   });
 
   test("Embree options", () => {

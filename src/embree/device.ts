@@ -6,7 +6,7 @@ import { EmbreeError, ReleasedError } from "../errors.ts";
 import { boolean, callable, integer, keys, options as checkOptions, own, show } from "../check.ts";
 import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
 import { DeviceState, type MemoryMonitor, type MemoryStats } from "./state.ts";
-import { Scene } from "./scene.ts";
+import { makeScene, type Scene } from "./scene.ts";
 import { refuseInWorker } from "../worker.ts";
 
 const RTC_ERROR_UNKNOWN = 1;
@@ -117,7 +117,7 @@ export class Device {
   /** A new, empty scene of this device (rtcNewScene). */
   newScene(): Scene {
     const handle = this[liveHandle]();
-    return new Scene(
+    return makeScene(
       this,
       this.#state.call("rtcNewScene", () => embree().symbols.rtcNewScene(handle) as Pointer | null),
     );

@@ -118,6 +118,19 @@ function optionalNumber(value: unknown, fallback: number, what: string, min: num
   return value;
 }
 
+/** Set by `newScene` around its `new Scene`: the constructor takes no other caller's handle. */
+let making = false;
+
+/** @internal `device.newScene()`'s way to make a scene over the handle rtcNewScene gave. */
+export function makeScene(device: Device, handle: Pointer | null): Scene {
+  making = true;
+  try {
+    return new Scene(device, handle);
+  } finally {
+    making = false;
+  }
+}
+
 /**
  * A scene (rtcNewScene). Geometry is copied into buffers Embree allocates (rtcSetNewGeometryBuffer),
  * so the monitor sees that memory too and the JS arrays are free to reuse at once.
@@ -151,6 +164,10 @@ export class Scene {
 
   /** @internal use `device.newScene()`. */
   constructor(device: Device, handle: Pointer | null) {
+    // Only newScene's handle: a program's `new rtc.Scene(device)` made a scene over an undefined
+    // handle (Bun and Node crashed in C, Deno leaked the device's reference).
+    if (!making) throw new TypeError("rtc.Scene is made by device.newScene(), not by new");
+    making = false;
     if (handle === null) throw new EmbreeError("rtcNewScene", RTC_ERROR_UNKNOWN, "returned NULL");
     this.#handle = handle;
     this.device = device;
@@ -337,11 +354,34 @@ export class Scene {
     const dx = coordinate(direction, 0, "direction");
     const dy = coordinate(direction, 1, "direction");
     const dz = coordinate(direction, 2, "direction");
-    const tnear = optionalNumber(ray.tnear, 0, "tnear", 0, Infinity);
-    const tfar = optionalNumber(ray.tfar, Infinity, "tfar", -Infinity, Infinity);
-    const time = optionalNumber(ray.time, 0, "time", 0, 1);
+    // The optional fields: the ray's own or its class's, never one a patched Object.prototype lends
+    // every object (Object.prototype.tfar = 0.5 had every ray miss). Written out per key, as
+    // `plainObject` (check.ts) says why; `in` is an inline-cached lookup on the hot path.
+    const tnear = optionalNumber(
+      "tnear" in ray && (!("tnear" in Object.prototype) || Object.hasOwn(ray, "tnear")) ? ray.tnear : undefined,
+      0,
+      "tnear",
+      0,
+      Infinity,
+    );
+    const tfar = optionalNumber(
+      "tfar" in ray && (!("tfar" in Object.prototype) || Object.hasOwn(ray, "tfar")) ? ray.tfar : undefined,
+      Infinity,
+      "tfar",
+      -Infinity,
+      Infinity,
+    );
+    const time = optionalNumber(
+      "time" in ray && (!("time" in Object.prototype) || Object.hasOwn(ray, "time")) ? ray.time : undefined,
+      0,
+      "time",
+      0,
+      1,
+    );
     // An unsigned int in C: -1 or 2 ** 32 must not wrap into some other mask.
-    const rawMask = ray.mask;
+    const rawMask = "mask" in ray && (!("mask" in Object.prototype) || Object.hasOwn(ray, "mask"))
+      ? ray.mask
+      : undefined;
     const mask = rawMask === undefined ? 0xffffffff : integer(rawMask, "unsigned", "ray.mask");
     const scene = this.#idle("rtcIntersect1");
     if (!this.#committed) {
