@@ -576,6 +576,52 @@ describe("device.memory and setMemoryBudget", () => {
     assert.deepEqual(a.memory, final, "the released device read the new device's account");
   });
 
+  test(
+    "a commit refused by the budget while the JS thread's adds are refused too: every error's cause is the budget's RangeError",
+    async () => {
+      // A hostile pass: the add's refusal took the device's count of budget refusals, and the
+      // commit's OUT_OF_MEMORY, arriving after it from a TBB worker, found nothing new: no cause
+      // (1-7% of rounds on Node and Bun).
+      using device = rtc.newDevice("", { accounting: true });
+      const big = randomMesh(random(7), 40_000);
+      const other = randomMesh(random(8), 40_000);
+      let missing = 0;
+      let missingAdds = 0;
+      let refusedCommits = 0;
+      for (let round = 0; round < 30; round++) {
+        const scene = device.newScene();
+        const spare = device.newScene();
+        scene.addTriangleMesh(big.vertices, big.indices);
+        device.setMemoryBudget(device.memory.bytes + 200_000);
+        let settled = false;
+        const commit = scene.commit().then(() => null, (e: unknown) => e).finally(() => (settled = true));
+        while (!settled) {
+          const until = performance.now() + 3;
+          while (performance.now() < until) {
+            try {
+              spare.addTriangleMesh(other.vertices, other.indices);
+            } catch (e) {
+              if (!((e as Error).cause instanceof RangeError)) missingAdds++;
+            }
+          }
+          await new Promise((r) => setTimeout(r, 0));
+        }
+        const error = await commit;
+        if (error !== null) {
+          refusedCommits++;
+          if (!((error as Error).cause instanceof RangeError)) missing++;
+        }
+        device.setMemoryBudget(null);
+        scene.release();
+        spare.release();
+      }
+      assert.ok(refusedCommits > 0, "the budget refused commits");
+      assert.equal(missing, 0, `commits refused without the budget's RangeError as their cause (of ${refusedCommits})`);
+      assert.equal(missingAdds, 0, "adds refused without the budget's RangeError as their cause");
+    },
+    60_000,
+  );
+
   test("budget and monitor agree: the monitor's refusal counts in denied too", () => {
     using device = rtc.newDevice();
     using scene = device.newScene();

@@ -60,9 +60,14 @@ interface Operation {
    * onCallbackError (see `reportThrown`).
    */
   thrown: unknown[] | null;
+  /**
+   * A commit's: the device's count of budget refusals when it started. Its OUT_OF_MEMORY arrives
+   * from a TBB worker, after the JS thread's own calls may have taken the refusals as theirs.
+   */
+  deniedBefore: number;
 }
 
-function operation(fn: string): Operation {
+function operation(fn: string, deniedBefore = -1): Operation {
   return {
     fn,
     code: EmbreeErrorCode.RTC_ERROR_NONE as number,
@@ -70,6 +75,7 @@ function operation(fn: string): Operation {
     cause: undefined,
     hasCause: false,
     thrown: null,
+    deniedBefore,
   };
 }
 
@@ -251,7 +257,7 @@ export class DeviceState {
     // The budget is checked where the figures are, which may be native code.
     const verdict = accounts().apply(this.id, bytes, post, answer);
     if (verdict === LedgerVerdict.budgetRefused) {
-      const budgetError = this.#budgetRefusal();
+      const budgetError = this.#budgetRefusal(op);
       if (!hasCause && budgetError !== undefined) {
         cause = budgetError;
         hasCause = true;
@@ -264,10 +270,15 @@ export class DeviceState {
     return verdict === LedgerVerdict.allowed;
   }
 
-  /** The RangeError for the latest budget refusal, if one happened since the last asked for. */
-  #budgetRefusal(): RangeError | undefined {
+  /**
+   * The RangeError for the latest budget refusal, if one happened since the last asked for, or,
+   * for a commit, since it started: a refused add on the JS thread took the count first while a
+   * commit's refusal on a TBB worker was still on its way (the commit lost its cause).
+   */
+  #budgetRefusal(op: Operation | null): RangeError | undefined {
     const f = accounts().read(this.id);
-    if (f.budgetDenied === this.#budgetDeniedSeen) return undefined;
+    const during = op !== null && op.deniedBefore >= 0 && f.budgetDenied > op.deniedBefore;
+    if (f.budgetDenied === this.#budgetDeniedSeen && !during) return undefined;
     this.#budgetDeniedSeen = f.budgetDenied;
     return new RangeError(
       `memory budget exceeded: ${f.lastRefused} more bytes would make ${
@@ -286,7 +297,7 @@ export class DeviceState {
       op.message = message;
       // A refusal settled natively (no JS monitor) reached JS only as this error.
       if (code === EmbreeErrorCode.RTC_ERROR_OUT_OF_MEMORY && !op.hasCause) {
-        const budgetError = this.#budgetRefusal();
+        const budgetError = this.#budgetRefusal(op);
         if (budgetError !== undefined) {
           op.cause = budgetError;
           op.hasCause = true;
@@ -344,7 +355,7 @@ export class DeviceState {
   }
 
   async #commit(fn: string, run: () => Promise<unknown>): Promise<void> {
-    const op = operation(fn);
+    const op = operation(fn, accounts().read(this.id).budgetDenied);
     this.#commitOp = op;
     commitsInFlight++;
     try {
