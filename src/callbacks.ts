@@ -261,22 +261,14 @@ function noop(): void {}
 
 // --- the FinalizationRegistry safety net ---------------------------------------------------------
 
-/** Set by SafetyNet on objects it registered, so that release skips `unregister` for the rest. */
-export const inRegistry: unique symbol = Symbol("memlife.inRegistry");
-/** What the finalizer needs to release an object (never the object itself), asked only at registration. */
+/**
+ * The static through which a class gives its safety net what the finalizer needs to release one of
+ * its objects (never the object itself), or `undefined` once it owns no native resource any more.
+ * Read from the object's private fields, whatever the program wrote on the object: its own answer,
+ * never the public `alive`, which a program can shadow (a released event registered with refs 0 had
+ * its context disowned twice, and released natively under a live allocation).
+ */
 export const finalizerState: unique symbol = Symbol("memlife.finalizerState");
-
-export interface Finalizable<H> {
-  [inRegistry]: boolean;
-  /**
-   * What the finalizer gets, asked at registration (`held`, when `add` got one, replaces it): keeps
-   * the hot path free of allocations. `undefined` once the object owns no native resource any
-   * more: memlife's own answer, never the public `alive`, which a program can shadow with an own
-   * property (a released event registered with refs 0 had its context disowned twice, and
-   * released natively under a live allocation).
-   */
-  [finalizerState](): H | undefined;
-}
 
 /**
  * A FinalizationRegistry, entered late. Registering costs 80–300 ns per object (measured on all
@@ -313,19 +305,26 @@ function headroom(n: number): number {
   return n === 0 ? 0 : headroom(n - 1) + 1;
 }
 
-export class SafetyNet<H> {
+export class SafetyNet<H, T extends object> {
   #registry: FinalizationRegistry<H>;
+  readonly #stateOf: (object: T) => H | undefined;
   /**
    * Fixed size, filled by index and emptied by `#promote`: never reallocated, so `add` is a store
    * and an increment (an array made anew per promotion and grown by push cost 7–10 ns more per
-   * object, bench/parts.ts "safety net alone", on each runtime).
+   * object, bench/parts.ts "safety net alone", on each runtime). Nothing in it is registered.
    */
-  #nursery: (Finalizable<H> | undefined)[] = new Array<Finalizable<H> | undefined>(NURSERY_SIZE).fill(undefined);
+  #nursery: (T | undefined)[] = new Array<T | undefined>(NURSERY_SIZE).fill(undefined);
   #count = 0;
-  /** Held values by nursery index, for objects added with one; made on first use. */
-  #held: (H | undefined)[] | undefined = undefined;
   #scheduled = false;
-  constructor(finalize: (held: H) => void) {
+  /**
+   * `stateOf` is the class's [finalizerState], asked when an object is registered: the net keeps
+   * nothing on the objects themselves, so what a program writes on one (memlife's symbol-keyed
+   * members included, found by Object.getOwnPropertySymbols) never decides what is registered or
+   * released. A flag the net once kept on each object, written `false` after registration, had
+   * release() skip `unregister` and the finalizer release the object a second time (SIGSEGV).
+   */
+  constructor(finalize: (held: H) => void, stateOf: (object: T) => H | undefined) {
+    this.#stateOf = stateOf;
     // A finalizer's native release that fails has no caller: it goes where callbacks' errors go.
     this.#registry = new FinalizationRegistry((held) => {
       try {
@@ -335,16 +334,14 @@ export class SafetyNet<H> {
       }
     });
   }
-  add(object: Finalizable<H>, held?: H): void {
+  add(object: T): void {
     const i = this.#count++;
     this.#nursery[i] = object;
-    // Most objects give their state on demand ([finalizerState]): only the others touch #held.
-    if (held !== undefined || i + 1 === NURSERY_SIZE || !this.#scheduled) this.#addRarely(i, held);
+    if (i + 1 === NURSERY_SIZE || !this.#scheduled) this.#addRarely(i);
   }
   // The cold paths of `add`, out of line: what V8 inlines of `add` into a constructor counts against
   // its budget for inlining that constructor's caller (see Context.createBuffer).
-  #addRarely(i: number, held: H | undefined): void {
-    if (held !== undefined) (this.#held ??= new Array<H | undefined>(NURSERY_SIZE).fill(undefined))[i] = held;
+  #addRarely(i: number): void {
     if (i + 1 === NURSERY_SIZE) this.#promote();
     else if (!this.#scheduled) {
       // Marked once the timer call returned (see `schedule`).
@@ -358,69 +355,38 @@ export class SafetyNet<H> {
   /**
    * Called on explicit release of an object that may already be registered. The object added last
    * leaves the nursery at once: create, use, release (and `using`, which releases in reverse order)
-   * then never fill it, so no promotion pass walks past objects that are gone.
+   * then never fill it, so no promotion pass walks past objects that are gone. Any other is
+   * unregistered: a registered one leaves the registry, and for one still in the nursery the call
+   * finds nothing (7–9 ns) and the promotion skips it, released.
    */
-  remove(object: Finalizable<H>): void {
-    // Two calls, so that `remove` itself stays small: V8 counts what it inlines into a release()
-    // against the budget for inlining that release() into its caller.
-    if (object[inRegistry]) this.#unregister(object);
-    else this.#leaveNursery(object);
+  remove(object: T): void {
+    const last = this.#count - 1;
+    if (last >= 0 && this.#nursery[last] === object) {
+      this.#count = last;
+      this.#nursery[last] = undefined;
+    } else this.#registry.unregister(object);
   }
   /**
    * The object's finalizer state changed (`retain()`, or a `release()` that was not the last): the
    * finalizer must release every reference the object holds when it is dropped. Registered
    * already, it is registered anew with the state it gives now; in the nursery, its state is asked
-   * at promotion anyway. Only for objects that give their state through [finalizerState].
+   * at promotion anyway.
    */
-  renew(object: Finalizable<H>): void {
-    if (!object[inRegistry]) return;
-    this.#registry.unregister(object);
-    const state = typeof object[finalizerState] === "function" ? object[finalizerState]() : undefined;
+  renew(object: T): void {
+    if (!this.#registry.unregister(object)) return;
+    const state = this.#stateOf(object);
     if (state !== undefined) this.#registry.register(object, state, object);
-  }
-  #unregister(object: Finalizable<H>): void {
-    this.#registry.unregister(object);
-    try {
-      object[inRegistry] = false;
-    } catch {
-      // Frozen by the program after it was registered: unregistered all the same (the flag only
-      // spares later releases a call to unregister).
-    }
-  }
-  #leaveNursery(object: Finalizable<H>): void {
-    const last = this.#count - 1;
-    if (last < 0 || this.#nursery[last] !== object) return;
-    this.#count = last;
-    this.#nursery[last] = undefined;
-    if (this.#held !== undefined) this.#held[last] = undefined;
   }
   /** A full nursery is promoted at once but leaves the pending timer be: one timer per turn, not per 256 objects. */
   #promote(): void {
     const nursery = this.#nursery;
-    const held = this.#held;
     const n = this.#count;
     this.#count = 0;
     for (let i = 0; i < n; i++) {
       const object = nursery[i]!;
       nursery[i] = undefined;
-      let h: H | undefined;
-      if (held !== undefined) {
-        h = held[i];
-        held[i] = undefined;
-      }
-      if (object[inRegistry]) continue;
-      // Given another prototype by the program, it has no state to give: out of the net, as a
-      // frozen object is (README: release it).
-      const state = typeof object[finalizerState] === "function" ? object[finalizerState]() : undefined;
-      if (state === undefined) continue; // released
-      try {
-        object[inRegistry] = true;
-      } catch {
-        // Frozen by the program: registered, it could never be unregistered, and the finalizer
-        // would release it a second time after its own release(). It stays out of the net.
-        continue;
-      }
-      this.#registry.register(object, h ?? state, object);
+      const state = this.#stateOf(object);
+      if (state !== undefined) this.#registry.register(object, state, object); // else released
     }
   }
 }

@@ -6,6 +6,16 @@
  */
 
 /**
+ * Called in a static block by every class that has members keyed by these symbols, after them:
+ * `Object.getOwnPropertySymbols` finds them, and written over they would hand C what the program
+ * chose (test/fixtures/robust-internals.ts). The prototype stays open: its public methods are the
+ * program's to wrap, and memlife reads its objects' state through their classes.
+ */
+export function closeStatics(c: abstract new (...args: never[]) => unknown): void {
+  Object.freeze(c);
+}
+
+/**
  * Buffer, SVMAllocation, Event, Kernel (static): whether a value is one itself, not a Proxy of one.
  * A Proxy passes `instanceof`, and its traps would run the program's code at each read memlife
  * makes of it, also after a call took its native handles; a private field is the brand it lacks.
@@ -13,8 +23,6 @@
 export const genuine: unique symbol = Symbol("memlife.genuine");
 /** Device (static): a list of devices, each element read once and brand-checked. */
 export const deviceList: unique symbol = Symbol("memlife.deviceList");
-/** The native handle of a live object, else ReleasedError (every object class). */
-export const liveHandle: unique symbol = Symbol("memlife.liveHandle");
 /**
  * Context (static, as the four below, called through opencl/classes.ts, whatever the context's
  * prototype): the cl_context for children, valid until the last child let go, even after release().
@@ -46,8 +54,6 @@ export const svmSize: unique symbol = Symbol("memlife.svmSize");
 export const svmAddress: unique symbol = Symbol("memlife.svmAddress");
 /** SVMAllocation: hands the pointer to a free command; the allocation is unusable afterwards. */
 export const surrender: unique symbol = Symbol("memlife.surrender");
-/** Program: the type names its source makes aliases of OpenCL object types (typedef image2d_t img;). */
-export const opaqueAliases: unique symbol = Symbol("memlife.opaqueAliases");
 /** SVMAllocation: a free command that took the pointer did not happen; the allocation is the program's again. */
 export const reclaim: unique symbol = Symbol("memlife.reclaim");
 /**
@@ -76,7 +82,7 @@ export const retainOf: unique symbol = Symbol("memlife.retainOf");
 export const releaseOf: unique symbol = Symbol("memlife.releaseOf");
 /** Kernel: the SVM allocations an enqueue of it uses; ReleasedError for a released argument. */
 export const commandUses: unique symbol = Symbol("memlife.commandUses");
-/** rtc.Device: its DeviceState, which scenes share. */
+/** rtc.Device (static): its DeviceState, which scenes share. */
 export const deviceState: unique symbol = Symbol("memlife.deviceState");
 /**
  * Buffer, SVMAllocation, Event, CommandQueue, Program, Kernel: `static [contextOf](x)`, the context

@@ -352,6 +352,14 @@ describe("arguments whose accessors run code", () => {
   );
 
   test(
+    "memlife's internals written over (symbol-keyed members of its objects, its classes' statics): nothing reaches C (child process)",
+    async () => {
+      await expectOk("robust-internals.ts");
+    },
+    60_000,
+  );
+
+  test(
     "views whose byteLength lies or that a getter shrinks or detaches: the real memory at the native call, or refused (child process)",
     async () => {
       await expectOk("robust-views.ts");

@@ -8,7 +8,7 @@ import { describe, test } from "vitest";
 import { assert } from "./helpers.ts";
 import * as memlife from "../src/mod.ts";
 import * as internal from "../src/internal.ts";
-import { finalizerState, inRegistry } from "../src/callbacks.ts";
+import { finalizerState } from "../src/callbacks.ts";
 
 const { cl, rtc } = memlife;
 
@@ -215,12 +215,14 @@ const instances: Record<string, readonly string[]> = {
   "rtc.Scene": ["device"],
 };
 
-/** Symbol-keyed members allowed on a public object: disposal, and the seams of memlife's own modules. */
-const allowedSymbols = new Set<symbol>([
-  Symbol.dispose,
-  inRegistry,
+/**
+ * Symbol-keyed statics allowed on a public class: the seams of memlife's own modules, reached only
+ * through the class (frozen). Its objects and prototypes have none but Symbol.dispose: what a
+ * program can write over on an object is never what memlife reads (robust-internals.ts).
+ */
+const allowedStatics = new Set<symbol>([
   finalizerState,
-  ...Object.values(internal) as symbol[],
+  ...Object.values(internal).filter((value) => typeof value === "symbol") as symbol[],
 ]);
 
 function namespaceOf(prefix: string): Record<string, unknown> {
@@ -252,11 +254,21 @@ function chain(cls: new (...args: never[]) => unknown): object[] {
 
 function checkSymbols(where: string, object: object): void {
   for (const symbol of Object.getOwnPropertySymbols(object)) {
-    assert.ok(
-      allowedSymbols.has(symbol),
-      `${where} has ${String(symbol)}, which is neither Symbol.dispose nor one of src/internal.ts`,
-    );
+    assert.ok(symbol === Symbol.dispose, `${where} has ${String(symbol)}: memlife's seams are its classes' statics`);
   }
+}
+
+/** A class and the classes it extends, up to the built-in ones. */
+function constructors(cls: object): object[] {
+  const out: object[] = [];
+  for (
+    let c: object | null = cls;
+    c !== null && c !== Function.prototype && c !== Error;
+    c = Object.getPrototypeOf(c)
+  ) {
+    out.push(c);
+  }
+  return out;
 }
 
 describe("public surface", () => {
@@ -270,7 +282,7 @@ describe("public surface", () => {
     const found = classes();
     assert.deepEqual(found.map(([name]) => name).sort(), Object.keys(prototypes).sort(), "exported classes");
     const internalNames = new Set(
-      Object.values(internal).map((s) => (s as symbol).description!.replace(/^memlife\./, "")),
+      Object.values(internal).filter((s) => typeof s === "symbol").map((s) => s.description!.replace(/^memlife\./, "")),
     );
     for (
       const name of [
@@ -305,6 +317,15 @@ describe("public surface", () => {
       for (const p of chain(cls)) checkSymbols(`${name}'s prototype chain`, p);
       const statics = Object.getOwnPropertyNames(cls).filter((n) => !["length", "name", "prototype"].includes(n));
       assert.deepEqual(statics, [], `static members of ${name}`);
+      for (const c of constructors(cls)) {
+        const symbols = Object.getOwnPropertySymbols(c);
+        for (const symbol of symbols) {
+          assert.ok(allowedStatics.has(symbol), `${name} has the static ${String(symbol)}, not one of src/internal.ts`);
+        }
+        if (symbols.length > 0) {
+          assert.ok(Object.isFrozen(c), `${name} (or a class it extends) has internal statics and is not frozen`);
+        }
+      }
     }
   });
 

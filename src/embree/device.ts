@@ -1,7 +1,7 @@
 /** Embree devices: the parent of scenes, and the owner of the memory monitor and budget. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
+import { finalizerState, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
 import { boolean, callable, integer, keys, options as checkOptions, own, show } from "../check.ts";
 import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
@@ -10,16 +10,16 @@ import { makeScene, type Scene } from "./scene.ts";
 import { refuseInWorker } from "../worker.ts";
 
 const RTC_ERROR_UNKNOWN = 1;
-import { deviceState, liveHandle } from "../internal.ts";
+import { closeStatics, deviceState } from "../internal.ts";
 
 const deviceKeys = keys("accounting");
 
-const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }>(({ handle, state, refs }) => {
+const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }, Device>(({ handle, state, refs }) => {
   // The references retain() added first (Embree only counts them down), then the last one, which
   // the native device waits for with its scenes.
   for (let i = 1; i < refs; i++) embree().symbols.rtcReleaseDevice(handle);
   state.releaseDevice();
-});
+}, (device) => Device[finalizerState](device));
 
 /** Options of `rtc.newDevice`. */
 export interface DeviceOptions {
@@ -51,7 +51,6 @@ export class Device {
   /** The configuration string given to rtcNewDevice. */
   readonly config: string;
   readonly version: Version;
-  [inRegistry] = false;
 
   /** @internal use `rtc.newDevice()`. */
   constructor(config = "", options?: DeviceOptions) {
@@ -94,9 +93,10 @@ export class Device {
     net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; state: DeviceState; refs: number } | undefined {
-    if (this.#handle === null) return undefined;
-    return { handle: this.#handle, state: this.#state, refs: this.#refs };
+  /** @internal What the safety net registers (see `finalizerState`). */
+  static [finalizerState](device: Device): { handle: Pointer; state: DeviceState; refs: number } | undefined {
+    if (device.#handle === null) return undefined;
+    return { handle: device.#handle, state: device.#state, refs: device.#refs };
   }
 
   get alive(): boolean {
@@ -104,21 +104,23 @@ export class Device {
   }
 
   /** @internal */
-  [liveHandle](): Pointer {
+  #live(): Pointer {
     if (this.#handle === null) throw new ReleasedError("rtc.Device");
     return this.#handle;
   }
 
-  /** @internal */
-  get [deviceState](): DeviceState {
-    return this.#state;
+  /** @internal Its DeviceState, from the private field (see `deviceState`). */
+  static [deviceState](device: Device): DeviceState {
+    return device.#state;
   }
 
   /** A new, empty scene of this device (rtcNewScene). */
   newScene(): Scene {
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     return makeScene(
       this,
+      handle,
+      this.#state,
       this.#state.call("rtcNewScene", () => embree().symbols.rtcNewScene(handle) as Pointer | null),
     );
   }
@@ -130,7 +132,7 @@ export class Device {
   getProperty(property: number): number {
     // enum RTCDeviceProperty is a C int: 2 ** 32 + 1 would reach Embree as 1, VERSION_MAJOR.
     const value = integer(property, "int", "property (an rtc.DeviceProperty)", 0);
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     return Number(this.#state.call("rtcGetDeviceProperty", () => embree().symbols.rtcGetDeviceProperty(handle, value)));
   }
 
@@ -148,7 +150,7 @@ export class Device {
    */
   setMemoryMonitorFunction(monitor: MemoryMonitor | null): void {
     if (monitor !== null) callable(monitor, "the memory monitor", "(bytes, post) => boolean, or null");
-    this[liveHandle]();
+    this.#live();
     if (monitor !== null) refuseInWorker("setMemoryMonitorFunction", ["bun", "deno"]);
     // The native monitor is memlife's and stays once installed: only the JS side changes.
     this.#state.monitor = monitor;
@@ -168,7 +170,7 @@ export class Device {
    */
   setMemoryBudget(bytes: number | null): void {
     if (bytes !== null) integer(bytes, "size_t", "a memory budget (bytes, or null for none)");
-    this[liveHandle]();
+    this.#live();
     if (bytes !== null) refuseInWorker("setMemoryBudget", ["bun", "deno"]);
     this.#state.budget = bytes;
     if (bytes !== null) this.#state.startAccounting();
@@ -189,7 +191,7 @@ export class Device {
 
   /** Adds a reference (rtcRetainDevice); each `retain()` needs its own `release()`. */
   retain(): this {
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     embree().symbols.rtcRetainDevice(handle);
     this.#refs++;
     net.renew(this);
@@ -219,6 +221,10 @@ export class Device {
 
   /** The raw RTCDevice. Unsafe: invalid after release; Embree calls on it bypass memlife. */
   get unsafeHandle(): Pointer {
-    return this[liveHandle]();
+    return this.#live();
+  }
+
+  static {
+    closeStatics(this);
   }
 }

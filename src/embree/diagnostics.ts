@@ -23,7 +23,7 @@ export function monitorDiagnostics(
   device: Device,
 ): { direct: number; relayed: number; native: number; liveDevices: number; nativeLedger: boolean } {
   if (!(device instanceof Device)) throw new TypeError("monitorDiagnostics takes an rtc.Device");
-  const state = device[deviceState];
+  const state = Device[deviceState](device);
   return {
     direct: state.direct,
     relayed: state.relayed,

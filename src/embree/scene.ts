@@ -1,7 +1,7 @@
 /** Embree scenes: triangle meshes, commits off the JS thread, and single-ray queries. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { finalizerState, inRegistry, reportCallbackError, SafetyNet } from "../callbacks.ts";
+import { finalizerState, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
 import { integer, ownView, show, viewBuffer } from "../check.ts";
 import {
@@ -16,13 +16,13 @@ import {
 } from "./native.ts";
 import type { DeviceState } from "./state.ts";
 import type { Device } from "./device.ts";
-import { deviceState, liveHandle } from "../internal.ts";
+import { closeStatics } from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }>(({ handle, state, refs }) => {
+const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }, Scene>(({ handle, state, refs }) => {
   // The references retain() added first (Embree only counts them down), then the last one.
   for (let i = 1; i < refs; i++) embree().symbols.rtcReleaseScene(handle);
   state.releaseScene(handle);
-});
+}, (scene) => Scene[finalizerState](scene));
 
 const RTC_ERROR_UNKNOWN = 1;
 const RTC_ERROR_INVALID_OPERATION = 3;
@@ -121,11 +121,14 @@ function optionalNumber(value: unknown, fallback: number, what: string, min: num
 /** Set by `newScene` around its `new Scene`: the constructor takes no other caller's handle. */
 let making = false;
 
-/** @internal `device.newScene()`'s way to make a scene over the handle rtcNewScene gave. */
-export function makeScene(device: Device, handle: Pointer | null): Scene {
+/**
+ * @internal `device.newScene()`'s way to make a scene over the handle rtcNewScene gave, with the
+ * device's handle and state from its private fields (members of the device object could lie).
+ */
+export function makeScene(device: Device, deviceHandle: Pointer, state: DeviceState, handle: Pointer | null): Scene {
   making = true;
   try {
-    return new Scene(device, handle);
+    return new Scene(device, deviceHandle, state, handle);
   } finally {
     making = false;
   }
@@ -160,10 +163,9 @@ export class Scene {
   /** Whether the last commit succeeded and nothing was added since. */
   #committed = false;
   readonly device: Device;
-  [inRegistry] = false;
 
   /** @internal use `device.newScene()`. */
-  constructor(device: Device, handle: Pointer | null) {
+  constructor(device: Device, deviceHandle: Pointer, state: DeviceState, handle: Pointer | null) {
     // Only newScene's handle: a program's `new rtc.Scene(device)` made a scene over an undefined
     // handle (Bun and Node crashed in C, Deno leaked the device's reference).
     if (!making) throw new TypeError("rtc.Scene is made by device.newScene(), not by new");
@@ -171,15 +173,16 @@ export class Scene {
     if (handle === null) throw new EmbreeError("rtcNewScene", RTC_ERROR_UNKNOWN, "returned NULL");
     this.#handle = handle;
     this.device = device;
-    this.#deviceHandle = device[liveHandle]();
-    this.#state = device[deviceState];
+    this.#deviceHandle = deviceHandle;
+    this.#state = state;
     this.#state.hold();
     net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; state: DeviceState; refs: number } | undefined {
-    if (this.#handle === null) return undefined;
-    return { handle: this.#handle, state: this.#state, refs: this.#refs };
+  /** @internal What the safety net registers (see `finalizerState`). */
+  static [finalizerState](scene: Scene): { handle: Pointer; state: DeviceState; refs: number } | undefined {
+    if (scene.#handle === null) return undefined;
+    return { handle: scene.#handle, state: scene.#state, refs: scene.#refs };
   }
 
   get alive(): boolean {
@@ -187,7 +190,7 @@ export class Scene {
   }
 
   /** @internal */
-  [liveHandle](): Pointer {
+  #live(): Pointer {
     if (this.#handle === null) throw new ReleasedError("rtc.Scene");
     return this.#handle;
   }
@@ -199,7 +202,7 @@ export class Scene {
 
   /** The handle, for a call that needs the scene not committing and not inside its own addTriangleMesh. */
   #idle(fn: string): Pointer {
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     if (this.#pending > 0) {
       throw new EmbreeError(fn, RTC_ERROR_INVALID_OPERATION, "the scene is being committed: await commit() first");
     }
@@ -319,7 +322,7 @@ export class Scene {
    * `cause` says why).
    */
   async commit(): Promise<void> {
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     this.#notAdding("rtcCommitScene");
     this.#pending++;
     try {
@@ -417,7 +420,7 @@ export class Scene {
 
   /** Adds a reference (rtcRetainScene); each `retain()` needs its own `release()`. */
   retain(): this {
-    embree().symbols.rtcRetainScene(this[liveHandle]());
+    embree().symbols.rtcRetainScene(this.#live());
     this.#refs++;
     net.renew(this);
     return this;
@@ -449,6 +452,10 @@ export class Scene {
 
   /** The raw RTCScene. Unsafe: invalid after release; Embree calls on it bypass memlife. */
   get unsafeHandle(): Pointer {
-    return this[liveHandle]();
+    return this.#live();
+  }
+
+  static {
+    closeStatics(this);
   }
 }

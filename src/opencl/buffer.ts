@@ -7,7 +7,6 @@ import {
   executorRan,
   finalizerState,
   IdTable,
-  inRegistry,
   owe,
   paid,
   reportCallbackError,
@@ -20,7 +19,7 @@ import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
 import { classes } from "./classes.ts";
-import { commandHandle, contextOf, genuine, liveHandle, sizeOf } from "../internal.ts";
+import { closeStatics, commandHandle, contextOf, genuine, sizeOf } from "../internal.ts";
 import { allocationBehind, holdAllocation, letGoAllocation } from "./svm-memory.ts";
 import type { SVMAllocation } from "./svm.ts";
 
@@ -162,12 +161,12 @@ interface Held {
   destructor: Destructor | undefined;
 }
 
-const net = new SafetyNet<Held>(({ handle, context, refs, destructor }) => {
+const net = new SafetyNet<Held, Buffer>(({ handle, context, refs, destructor }) => {
   // The guarded binding: a watched buffer's destructor may be called inside this release.
   for (let i = 0; i < refs; i++) opencl().symbols.clReleaseMemObject(handle);
   cls.disown(context);
   if (destructor !== undefined) owedLater(destructor);
-});
+}, (buffer) => Buffer[finalizerState](buffer));
 
 export type HostPtrMode = "use" | "copy" | "alloc";
 export type Access = "read_write" | "read_only" | "write_only";
@@ -277,7 +276,6 @@ export class Buffer {
   // assign it (a larger `size` had a write past the end reach the driver); the flags, as much.
   readonly #size: number;
   readonly #flags: number;
-  [inRegistry] = false;
 
   /** @internal Whether `value` is one itself, not a Proxy of one (see `genuine` in internal.ts). */
   static [genuine](value: unknown): value is Buffer {
@@ -324,9 +322,10 @@ export class Buffer {
     } else net.add(this);
   }
 
-  [finalizerState](): Held | undefined {
-    if (this.#handle === null) return undefined;
-    return { handle: this.#handle, context: this.#context, refs: this.#refs, destructor: this.#destructor };
+  /** @internal What the safety net registers (see `finalizerState`). */
+  static [finalizerState](buffer: Buffer): Held | undefined {
+    if (buffer.#handle === null) return undefined;
+    return { handle: buffer.#handle, context: buffer.#context, refs: buffer.#refs, destructor: buffer.#destructor };
   }
 
   /** The context it belongs to. */
@@ -359,7 +358,7 @@ export class Buffer {
   }
 
   /** @internal */
-  [liveHandle](): Pointer {
+  #live(): Pointer {
     if (this.#handle === null) throw new ReleasedError("Buffer");
     return this.#handle;
   }
@@ -387,7 +386,7 @@ export class Buffer {
   #watch(): Destructor {
     let entry = this.#destructor;
     if (entry === undefined) {
-      const handle = this[liveHandle]();
+      const handle = this.#live();
       entry = {
         buffer: undefined,
         callbacks: undefined,
@@ -419,7 +418,7 @@ export class Buffer {
     if (typeof callback !== "function") {
       throw new TypeError(`setDestructorCallback takes a function (buffer) => void, got ${show(callback)}`);
     }
-    this[liveHandle](); // ReleasedError: the memory object may already be gone
+    this.#live(); // ReleasedError: the memory object may already be gone
     const entry = this.#watch();
     entry.buffer = this; // the callbacks will be passed it: held until the destructor arrives
     // The entry lives until the destructor arrives, which a driver thread may deliver only after
@@ -462,7 +461,7 @@ export class Buffer {
     return infoU64(
       "clGetMemObjectInfo",
       opencl().symbols.clGetMemObjectInfo,
-      this[liveHandle](),
+      this.#live(),
       MemInfo.REFERENCE_COUNT,
       4,
     );
@@ -471,13 +470,13 @@ export class Buffer {
   /** CL_MEM_HOST_PTR as an address (0n unless created with hostPtr "use"). */
   get hostPointer(): bigint {
     return backend.address(
-      infoPointer("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this[liveHandle](), MemInfo.HOST_PTR),
+      infoPointer("clGetMemObjectInfo", opencl().symbols.clGetMemObjectInfo, this.#live(), MemInfo.HOST_PTR),
     );
   }
 
   /** Adds a reference (clRetainMemObject); each `retain()` needs its own `release()`. */
   retain(): this {
-    check("clRetainMemObject", opencl().symbols.clRetainMemObject(this[liveHandle]()));
+    check("clRetainMemObject", opencl().symbols.clRetainMemObject(this.#live()));
     this.#refs++;
     net.renew(this);
     return this;
@@ -521,6 +520,10 @@ export class Buffer {
 
   /** The raw cl_mem. Unsafe: invalid after release, and OpenCL calls on it bypass memlife. */
   get unsafeHandle(): Pointer {
-    return this[liveHandle]();
+    return this.#live();
+  }
+
+  static {
+    closeStatics(this);
   }
 }

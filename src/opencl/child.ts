@@ -5,10 +5,10 @@
  * Event (one per command) have tuned hot paths: they keep their own.
  */
 import type { Pointer } from "../../ffi/types.ts";
-import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
+import { finalizerState, SafetyNet } from "../callbacks.ts";
 import { ReleasedError } from "../errors.ts";
 import { classes } from "./classes.ts";
-import { contextOf, handleOf, liveHandle } from "../internal.ts";
+import { closeStatics, contextOf, handleOf } from "../internal.ts";
 import { check } from "./native.ts";
 import type { Context } from "./context.ts";
 
@@ -33,25 +33,32 @@ export interface ChildKind {
 // context was never released).
 const cls = classes;
 
+/** What a child's safety net needs to release it: never the child itself. */
+export interface ChildHeld {
+  handle: Pointer;
+  context: Context;
+  refs: number;
+}
+
 /** A kind of child, with the safety net that releases the ones the program forgot. */
-export function childKind(
-  kind: ChildKind,
-): ChildKind & { readonly net: SafetyNet<{ handle: Pointer; context: Context; refs: number }> } {
-  const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }>(({ handle, context, refs }) => {
+export type KindOf<T extends object> = ChildKind & { readonly net: SafetyNet<ChildHeld, T> };
+
+/** A kind of child; `stateOf` is its class's [finalizerState] (see SafetyNet). */
+export function childKind<T extends object>(kind: ChildKind, stateOf: (child: T) => ChildHeld | undefined): KindOf<T> {
+  const net = new SafetyNet<ChildHeld, T>(({ handle, context, refs }) => {
     for (let i = 0; i < refs; i++) kind.release(handle);
     cls.disown(context);
-  });
+  }, stateOf);
   return Object.freeze({ ...kind, net });
 }
 
 export class ContextChild {
   #handle: Pointer | null;
   #refs = 1;
-  readonly #kind: ReturnType<typeof childKind>;
+  readonly #kind: KindOf<ContextChild>;
   readonly #context: Context;
-  [inRegistry] = false;
 
-  constructor(handle: Pointer, context: Context, kind: ReturnType<typeof childKind>) {
+  constructor(handle: Pointer, context: Context, kind: KindOf<ContextChild>) {
     this.#handle = handle;
     this.#kind = kind;
     this.#context = context;
@@ -59,9 +66,10 @@ export class ContextChild {
     kind.net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context; refs: number } | undefined {
-    if (this.#handle === null) return undefined;
-    return { handle: this.#handle, context: this.#context, refs: this.#refs };
+  /** @internal What the safety net registers (see `finalizerState`). */
+  static [finalizerState](child: ContextChild): ChildHeld | undefined {
+    if (child.#handle === null) return undefined;
+    return { handle: child.#handle, context: child.#context, refs: child.#refs };
   }
 
   /** The context it belongs to. */
@@ -78,10 +86,6 @@ export class ContextChild {
     return this.#handle !== null;
   }
 
-  [liveHandle](): Pointer {
-    return ContextChild[handleOf](this);
-  }
-
   /** @internal The live handle through the class (see `handleOf`). */
   static [handleOf](child: ContextChild): Pointer {
     if (child.#handle === null) throw new ReleasedError(child.#kind.name);
@@ -91,7 +95,7 @@ export class ContextChild {
   /** Adds a native reference; each `retain()` needs its own `release()`. */
   retain(): this {
     const kind = this.#kind;
-    check(kind.retainFn, kind.retain(this[liveHandle]()));
+    check(kind.retainFn, kind.retain(ContextChild[handleOf](this)));
     this.#refs++;
     kind.net.renew(this);
     return this;
@@ -119,6 +123,10 @@ export class ContextChild {
 
   /** The raw handle (cl_event, cl_program, cl_kernel). Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this[liveHandle]();
+    return ContextChild[handleOf](this);
+  }
+
+  static {
+    closeStatics(this);
   }
 }

@@ -1,7 +1,7 @@
 /** Contexts: the parent of buffers, queues, events and SVM allocations. */
 import type { Pointer } from "../../ffi/types.ts";
 import { envVar } from "../backend.ts";
-import { finalizerState, inRegistry, SafetyNet } from "../callbacks.ts";
+import { finalizerState, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { ContextInfo, MemFlags } from "./constants.ts";
 import { check, errcode, infoU64, opencl, pointerArray, releaseFailed, symbols } from "./native.ts";
@@ -16,18 +16,18 @@ import { Program } from "./program.ts";
 import { register } from "./classes.ts";
 import {
   adoptChild,
+  closeStatics,
   deviceList,
   disownChild,
   handleOf,
-  liveHandle,
   nativeHandle,
   svmChecked,
   svmPassed,
 } from "../internal.ts";
 
-const net = new SafetyNet<{ handle: Pointer; refs: number }>(({ handle, refs }) => {
+const net = new SafetyNet<{ handle: Pointer; refs: number }, Context>(({ handle, refs }) => {
   for (let i = 0; i < refs; i++) releaseContext(handle);
-});
+}, (context) => Context[finalizerState](context));
 
 /**
  * @internal The native release, off the JS thread (on some drivers it waits for destructor
@@ -118,7 +118,6 @@ export class Context {
    * trusts their figures (a list assigned over it, with a `localMemSize` too large, had PoCL abort).
    */
   declare readonly devices: readonly Device[];
-  [inRegistry] = false;
 
   /** @internal use `cl.createContext()`. */
   constructor(devices?: readonly Device[]) {
@@ -135,9 +134,10 @@ export class Context {
     net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; refs: number } | undefined {
-    if (this.#handle === null || this.#released) return undefined;
-    return { handle: this.#handle, refs: this.#refs };
+  /** @internal What the safety net registers (see `finalizerState`). */
+  static [finalizerState](context: Context): { handle: Pointer; refs: number } | undefined {
+    if (context.#handle === null || context.#released) return undefined;
+    return { handle: context.#handle, refs: context.#refs };
   }
 
   get alive(): boolean {
@@ -145,7 +145,7 @@ export class Context {
   }
 
   /** @internal */
-  [liveHandle](): Pointer {
+  #live(): Pointer {
     if (this.#handle === null || this.#released) throw new ReleasedError("Context");
     return this.#handle;
   }
@@ -167,7 +167,7 @@ export class Context {
    * ctx.createBuffer(hostArray, { hostPtr: "use" });           // the buffer is hostArray's memory
    */
   createBuffer(sizeOrData: number | ArrayBufferView, options?: BufferOptions): Buffer {
-    const context = this[liveHandle]();
+    const context = this.#live();
     // The usual call, a size alone, checked in place: bufferArguments costs 4–15 ns per buffer on
     // Deno and 10–20 on Node (bench/parts.ts), up to a tenth of the native create + release.
     if (options !== undefined || !isByteCount(sizeOrData)) return this.#createBufferFrom(sizeOrData, options);
@@ -185,14 +185,14 @@ export class Context {
     const { flags, size, data, held } = bufferArguments(sizeOrData, options);
     // (bufferArguments read data.buffer: an on-heap typed array has stable memory for its pointer now.)
     // The handle after the options' getters, one of which may have released the context.
-    const handle = symbols.clCreateBuffer(this[liveHandle](), flags, size, data, errcode) as Pointer | null;
+    const handle = symbols.clCreateBuffer(this.#live(), flags, size, data, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
     return new Buffer(this, handle, size, flags, data, held);
   }
 
   /** A command queue on `device` (default: the context's first device). */
   createCommandQueue(device: Device = this.devices[0]): CommandQueue {
-    this[liveHandle]();
+    this.#live();
     if (!this.devices.includes(device)) {
       throw new TypeError(`the device is not one of this context's devices, got ${show(device)}`);
     }
@@ -206,7 +206,7 @@ export class Context {
    * await program.build();
    */
   createProgram(source: string): Program {
-    this[liveHandle]();
+    this.#live();
     return new Program(this, source);
   }
 
@@ -231,7 +231,7 @@ export class Context {
    * @example const a = ctx.svmAlloc(4096, { fineGrain: ctx.devices[0].svm.fineGrainBuffer });
    */
   svmAlloc(size: number, options?: SVMOptions): SVMAllocation {
-    this[liveHandle]();
+    this.#live();
     return new SVMAllocation(this, size, options);
   }
 
@@ -281,14 +281,14 @@ export class Context {
     return infoU64(
       "clGetContextInfo",
       opencl().symbols.clGetContextInfo,
-      this[liveHandle](),
+      this.#live(),
       ContextInfo.REFERENCE_COUNT,
       4,
     );
   }
 
   retain(): this {
-    check("clRetainContext", opencl().symbols.clRetainContext(this[liveHandle]()));
+    check("clRetainContext", opencl().symbols.clRetainContext(this.#live()));
     this.#refs++;
     net.renew(this);
     return this;
@@ -320,7 +320,11 @@ export class Context {
 
   /** The raw cl_context. Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this[liveHandle]();
+    return this.#live();
+  }
+
+  static {
+    closeStatics(this);
   }
 }
 

@@ -9,9 +9,9 @@ import { check, errcode, infoU32, opencl, pointerArray, symbols, unguarded } fro
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind } from "./child.ts";
-import { finalizerState, inRegistry } from "../callbacks.ts";
+import { finalizerState } from "../callbacks.ts";
 import { classes } from "./classes.ts";
-import { contextOf, genuine, handleOf, liveHandle } from "../internal.ts";
+import { closeStatics, contextOf, genuine, handleOf } from "../internal.ts";
 
 // Classes this module cannot import (see classes.ts), read at each call.
 const cls = classes;
@@ -22,7 +22,7 @@ const kind = childKind({
   releaseFn: "clReleaseEvent",
   retain: (handle) => symbols.clRetainEvent(handle),
   release: (handle) => symbols.clReleaseEvent(handle),
-});
+}, (event: Event) => Event[finalizerState](event));
 
 /** A user event's safety net fails it first when it has no status (see `abandon`). */
 const userKind = childKind({
@@ -34,7 +34,7 @@ const userKind = childKind({
     abandon(handle);
     return symbols.clReleaseEvent(handle);
   },
-});
+}, (event: Event) => Event[finalizerState](event));
 
 /**
  * A user event whose last reference goes while it has no status can never complete: nobody holds
@@ -95,7 +95,6 @@ export class Event {
    * as long as the queue is still open.
    */
   #quiet: boolean;
-  [inRegistry] = false;
 
   /** @internal Whether `value` is one itself, not a Proxy of one (see `genuine` in internal.ts). */
   static [genuine](value: unknown): value is Event {
@@ -128,9 +127,10 @@ export class Event {
     this.#kind.net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context; refs: number } | undefined {
-    if (this.#handle === null) return undefined;
-    return { handle: this.#handle, context: this.#context, refs: this.#refs };
+  /** @internal What the safety net registers (see `finalizerState`). */
+  static [finalizerState](event: Event): { handle: Pointer; context: Context; refs: number } | undefined {
+    if (event.#handle === null) return undefined;
+    return { handle: event.#handle, context: event.#context, refs: event.#refs };
   }
 
   /** The context it belongs to. */
@@ -147,7 +147,7 @@ export class Event {
     return this.#handle !== null;
   }
 
-  [liveHandle](): Pointer {
+  #live(): Pointer {
     return Event[handleOf](this);
   }
 
@@ -159,7 +159,7 @@ export class Event {
 
   /** Adds a native reference; each `retain()` needs its own `release()`. */
   retain(): this {
-    check("clRetainEvent", symbols.clRetainEvent(this[liveHandle]()));
+    check("clRetainEvent", symbols.clRetainEvent(this.#live()));
     this.#refs++;
     this.#kind.net.renew(this);
     return this;
@@ -196,12 +196,12 @@ export class Event {
 
   /** The raw handle (cl_event). Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this[liveHandle]();
+    return this.#live();
   }
 
   /** CL_EVENT_COMMAND_TYPE, e.g. `cl.CommandType.SVM_FREE` (0x1209). */
   get commandType(): number {
-    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this[liveHandle](), EventInfo.COMMAND_TYPE);
+    return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, this.#live(), EventInfo.COMMAND_TYPE);
   }
 
   /**
@@ -214,7 +214,7 @@ export class Event {
     const status = infoU32(
       "clGetEventInfo",
       opencl().symbols.clGetEventInfo,
-      this[liveHandle](),
+      this.#live(),
       EventInfo.COMMAND_EXECUTION_STATUS,
     ) | 0;
     const after = this.#after;
@@ -228,7 +228,7 @@ export class Event {
    * OpenCLError if the command failed, or with what a callback threw.
    */
   async wait(): Promise<void> {
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     // The cl_event must outlive the wait even if the program releases it meanwhile (a released
     // event waited on crashes PoCL): the wait holds a reference of its own, and its context.
     check("clRetainEvent", opencl().symbols.clRetainEvent(handle));
@@ -257,6 +257,10 @@ export class Event {
     }
     check("clWaitForEvents", status);
     await after;
+  }
+
+  static {
+    closeStatics(this);
   }
 }
 
@@ -291,7 +295,7 @@ export class UserEvent extends Event {
       undefined,
       0,
     );
-    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(this[liveHandle](), value));
+    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(Event[handleOf](this), value));
   }
 }
 

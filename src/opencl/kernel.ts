@@ -10,17 +10,9 @@ import { SVMAllocation } from "./svm.ts";
 import { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
 import type { Context } from "./context.ts";
-import {
-  commandHandle,
-  commandUses,
-  contextOf,
-  genuine,
-  handleOf,
-  liveHandle,
-  opaqueAliases,
-  svmPointer,
-} from "../internal.ts";
+import { closeStatics, commandHandle, commandUses, contextOf, genuine, handleOf, svmPointer } from "../internal.ts";
 import { childKind, ContextChild } from "./child.ts";
+import { finalizerState } from "../callbacks.ts";
 
 const kind = childKind({
   name: "Kernel",
@@ -29,7 +21,7 @@ const kind = childKind({
   retain: (handle) => opencl().symbols.clRetainKernel(handle),
   release: (handle) => opencl().symbols.clReleaseKernel(handle),
   lastRelease: (kernel) => dropArguments(kernel as Kernel),
-});
+}, (child: ContextChild) => ContextChild[finalizerState](child));
 /** Set by Kernel's static block: forgets a released kernel's arguments (it may be kept). */
 let dropArguments: (kernel: Kernel) => void;
 
@@ -300,8 +292,11 @@ export class Kernel extends ContextChild {
     return ContextChild[contextOf](this);
   }
 
+  /** The program's typedefs of OpenCL object types (see `typedefsOfOpaqueTypes`), as the program gave them. */
+  readonly #opaqueAliases: ReadonlySet<string>;
+
   /** @internal use `program.createKernel()`. */
-  constructor(program: Program, handle: Pointer) {
+  constructor(program: Program, handle: Pointer, opaqueAliases: ReadonlySet<string>) {
     const info = opencl().symbols.clGetKernelInfo;
     let name: string, numArgs: number;
     try {
@@ -315,6 +310,7 @@ export class Kernel extends ContextChild {
     readOnly(this, "name", name);
     readOnly(this, "numArgs", numArgs);
     readOnly(this, "program", program);
+    this.#opaqueAliases = opaqueAliases;
     this.#args = new Array(numArgs).fill(undefined);
   }
 
@@ -322,7 +318,7 @@ export class Kernel extends ContextChild {
   #info(index: number): ArgInfo | null {
     if (this.#argInfo === undefined) {
       const fn = opencl().symbols.clGetKernelArgInfo;
-      const handle = this[liveHandle]();
+      const handle = ContextChild[handleOf](this);
       this.#argInfo = [];
       for (let i = 0; i < this.numArgs; i++) {
         if (fn === undefined) {
@@ -339,7 +335,7 @@ export class Kernel extends ContextChild {
             typeName,
             name: infoString("clGetKernelArgInfo", at, handle, KernelArgInfo.NAME),
             opaque: access !== KERNEL_ARG_ACCESS_NONE || openclObjectType.test(typeName) ||
-              this.program[opaqueAliases].has(typeName.trim()),
+              this.#opaqueAliases.has(typeName.trim()),
           });
         } catch {
           // CL_KERNEL_ARG_INFO_NOT_AVAILABLE (built without -cl-kernel-arg-info): the driver checks sizes only.
@@ -372,7 +368,7 @@ export class Kernel extends ContextChild {
 
   /** The index checked, -0 as 0 (Deno's FFI refuses -0 for a u32 until the call is optimized). */
   #checkIndex(index: number): number {
-    this[liveHandle]();
+    ContextChild[handleOf](this);
     if (typeof index !== "number") throw new TypeError(`an argument index is a number, got ${show(index)}`);
     if (!Number.isInteger(index) || index < 0 || index >= this.numArgs) {
       throw new RangeError(`kernel "${this.name}" has ${this.numArgs} argument(s): index ${index} is out of range`);
@@ -421,12 +417,12 @@ export class Kernel extends ContextChild {
           "clSetKernelArgSVMPointer",
           "an OpenCL 2.0 platform",
         );
-        const status = setSVM(this[liveHandle](), index, SVMAllocation[svmPointer](value)) as number;
+        const status = setSVM(ContextChild[handleOf](this), index, SVMAllocation[svmPointer](value)) as number;
         check("clSetKernelArgSVMPointer", status, where);
       } else {
         // A hostPtr "use" buffer whose host memory was transferred away is refused, as by commands.
         argSlot[0] = value === null ? 0n : backend.address(Buffer[commandHandle](value));
-        const status = s.clSetKernelArg(this[liveHandle](), index, 8, argSlot);
+        const status = s.clSetKernelArg(ContextChild[handleOf](this), index, 8, argSlot);
         check("clSetKernelArg", status, where);
       }
       this.#args[index] = value;
@@ -443,7 +439,7 @@ export class Kernel extends ContextChild {
       if (size > limit) {
         throw new RangeError(`${where()}: cl.local(${size}) is more than the device's ${limit} bytes of local memory`);
       }
-      const status = s.clSetKernelArg(this[liveHandle](), index, size, null);
+      const status = s.clSetKernelArg(ContextChild[handleOf](this), index, size, null);
       check("clSetKernelArg", status, where);
       this.#args[index] = undefined;
       return this;
@@ -478,7 +474,7 @@ export class Kernel extends ContextChild {
     }
     const length = viewByteLength(bytes);
     // The program's getters (a view's subclass, a typed value's) have all run: take the handle now.
-    const status = s.clSetKernelArg(this[liveHandle](), index, length, bytes);
+    const status = s.clSetKernelArg(ContextChild[handleOf](this), index, length, bytes);
     check("clSetKernelArg", status, where);
     this.#args[index] = undefined;
     return this;
@@ -489,7 +485,7 @@ export class Kernel extends ContextChild {
    * its arguments (CL_KERNEL_EXEC_INFO_SVM_PTRS). Commands keep them alive like arguments.
    */
   setSVMPointers(allocations: readonly SVMAllocation[]): this {
-    this[liveHandle]();
+    ContextChild[handleOf](this);
     if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
     // Each element read once (a hole reads undefined): what commands keep alive must be what the
     // kernel was given. Pointers and handle only once every element's getter has run.
@@ -504,7 +500,7 @@ export class Kernel extends ContextChild {
       }
       kept[i] = a;
     }
-    const handle = this[liveHandle]();
+    const handle = ContextChild[handleOf](this);
     const pointers = kept.map((a) => SVMAllocation[svmPointer](a));
     const fn = optionalSymbol("clSetKernelExecInfo", "an OpenCL 2.0 platform");
     const list = pointerArray(pointers);
@@ -577,7 +573,7 @@ export class Kernel extends ContextChild {
     const bytes = infoBytes(
       "clGetKernelWorkGroupInfo",
       (h, p, s, v, r) => fn(h, Device[handleOf](device), p, s, v, r),
-      this[liveHandle](),
+      ContextChild[handleOf](this),
       KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE,
     );
     return [...new BigUint64Array(bytes.buffer, 0, 3)].map(Number);
@@ -589,7 +585,7 @@ export class Kernel extends ContextChild {
     return infoU64(
       "clGetKernelWorkGroupInfo",
       (h, p, s, v, r) => fn(h, Device[handleOf](device), p, s, v, r),
-      this[liveHandle](),
+      ContextChild[handleOf](this),
       param,
     );
   }
@@ -601,6 +597,10 @@ export class Kernel extends ContextChild {
       kernel.#args = [];
       kernel.#svmPointers = [];
     };
+  }
+
+  static {
+    closeStatics(this);
   }
 }
 

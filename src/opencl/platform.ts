@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { integer, listLength, show } from "../check.ts";
-import { deviceList, genuine, handleOf } from "../internal.ts";
+import { closeStatics, deviceList, genuine, handleOf } from "../internal.ts";
 import { DeviceInfo, DeviceType, PlatformInfo, SVMCapability } from "./constants.ts";
 import { check, infoString, infoU32, infoU64, opencl } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
@@ -185,6 +185,10 @@ export class Device {
   /** The raw cl_device_id. Unsafe: bypasses every check. */
   get unsafeHandle(): Pointer {
     return this.#handle;
+  }
+
+  static {
+    closeStatics(this);
   }
 }
 

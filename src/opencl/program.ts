@@ -7,11 +7,11 @@ import { check, errcode, infoString, infoU64, opencl, pointerArray } from "./nat
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind, ContextChild } from "./child.ts";
+import { finalizerState } from "../callbacks.ts";
 import { Device } from "./platform.ts";
 import { Kernel, typedefsOfOpaqueTypes } from "./kernel.ts";
 import { classes } from "./classes.ts";
-import { opaqueAliases } from "../internal.ts";
-import { contextOf, deviceList, handleOf, liveHandle } from "../internal.ts";
+import { contextOf, deviceList, handleOf } from "../internal.ts";
 
 // Classes this module cannot import (see classes.ts), read at each call.
 const cls = classes;
@@ -22,7 +22,7 @@ const kind = childKind({
   releaseFn: "clReleaseProgram",
   retain: (handle) => opencl().symbols.clRetainProgram(handle),
   release: (handle) => opencl().symbols.clReleaseProgram(handle),
-});
+}, (child: ContextChild) => ContextChild[finalizerState](child));
 
 /** What a failed build leaves per device. */
 export interface BuildLogEntry {
@@ -71,11 +71,11 @@ export class Program extends ContextChild {
       | null;
     if (handle === null) throw new OpenCLError("clCreateProgramWithSource", errcode[0]);
     super(handle, context, kind);
-    this[opaqueAliases] = typedefsOfOpaqueTypes(source);
+    this.#opaqueAliases = typedefsOfOpaqueTypes(source);
   }
 
-  /** @internal For its kernels' setArg (src/opencl/kernel.ts). */
-  readonly [opaqueAliases]: ReadonlySet<string>;
+  /** For its kernels' setArg (src/opencl/kernel.ts), given to each as it is made. */
+  readonly #opaqueAliases: ReadonlySet<string>;
 
   /**
    * Compiles and links the program for `devices` (default: every device of the context) with
@@ -84,7 +84,7 @@ export class Program extends ContextChild {
    * quotes them.
    */
   async build(options = "", devices?: readonly Device[]): Promise<void> {
-    this[liveHandle]();
+    ContextChild[handleOf](this);
     if (typeof options !== "string") throw new TypeError(`build options must be a string, got ${typeof options}`);
     if (options.includes("\0")) throw new TypeError("build options must not contain NUL characters");
     let list: Device[] | undefined;
@@ -105,7 +105,7 @@ export class Program extends ContextChild {
     }
     const ids = list === undefined ? null : pointerArray(list.map((d) => Device[handleOf](d)));
     // The handle after the devices' getters, one of which may have released the program.
-    const handle = this[liveHandle]();
+    const handle = ContextChild[handleOf](this);
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
     check("clRetainProgram", opencl().symbols.clRetainProgram(handle));
@@ -143,13 +143,13 @@ export class Program extends ContextChild {
   /** CL_PROGRAM_BUILD_LOG for `device` (default: the context's first device). */
   buildLog(device: Device = this.#context.devices[0]): string {
     if (!this.#context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
-    return buildLog(this[liveHandle](), device);
+    return buildLog(ContextChild[handleOf](this), device);
   }
 
   /** CL_PROGRAM_BUILD_STATUS: 0 success, -1 none, -2 error, -3 in progress. */
   buildStatus(device: Device = this.#context.devices[0]): number {
     if (!this.#context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
-    const handle = this[liveHandle]();
+    const handle = ContextChild[handleOf](this);
     const fn = opencl().symbols.clGetProgramBuildInfo;
     return infoU64(
       "clGetProgramBuildInfo",
@@ -162,7 +162,12 @@ export class Program extends ContextChild {
 
   /** CL_PROGRAM_SOURCE. */
   get source(): string {
-    return infoString("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this[liveHandle](), ProgramInfo.SOURCE);
+    return infoString(
+      "clGetProgramInfo",
+      opencl().symbols.clGetProgramInfo,
+      ContextChild[handleOf](this),
+      ProgramInfo.SOURCE,
+    );
   }
 
   /** CL_PROGRAM_KERNEL_NAMES (the program must be built). */
@@ -170,7 +175,7 @@ export class Program extends ContextChild {
     const names = infoString(
       "clGetProgramInfo",
       opencl().symbols.clGetProgramInfo,
-      this[liveHandle](),
+      ContextChild[handleOf](this),
       ProgramInfo.KERNEL_NAMES,
     );
     return names === "" ? [] : names.split(";");
@@ -178,7 +183,12 @@ export class Program extends ContextChild {
 
   /** CL_PROGRAM_NUM_KERNELS (the program must be built). */
   get numKernels(): number {
-    return infoU64("clGetProgramInfo", opencl().symbols.clGetProgramInfo, this[liveHandle](), ProgramInfo.NUM_KERNELS);
+    return infoU64(
+      "clGetProgramInfo",
+      opencl().symbols.clGetProgramInfo,
+      ContextChild[handleOf](this),
+      ProgramInfo.NUM_KERNELS,
+    );
   }
 
   /**
@@ -193,14 +203,14 @@ export class Program extends ContextChild {
         }`,
       );
     }
-    const handle = opencl().symbols.clCreateKernel(this[liveHandle](), name, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateKernel(ContextChild[handleOf](this), name, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateKernel", errcode[0], `kernel "${name}"`);
-    return new Kernel(this, handle);
+    return new Kernel(this, handle, this.#opaqueAliases);
   }
 
   /** Every kernel of the built program (clCreateKernelsInProgram). */
   createKernels(): Kernel[] {
-    const handle = this[liveHandle]();
+    const handle = ContextChild[handleOf](this);
     const s = opencl().symbols;
     const count = new Uint32Array(new ArrayBuffer(4));
     check("clCreateKernelsInProgram", s.clCreateKernelsInProgram(handle, 0, null, count));
@@ -208,7 +218,9 @@ export class Program extends ContextChild {
     const list = new BigUint64Array(new ArrayBuffer(8 * Math.max(count[0], 1)));
     check("clCreateKernelsInProgram", s.clCreateKernelsInProgram(handle, count[0], list, null));
     const kernels: Kernel[] = [];
-    for (let i = 0; i < count[0]; i++) kernels.push(new Kernel(this, backend.fromAddress(list[i]) as Pointer));
+    for (let i = 0; i < count[0]; i++) {
+      kernels.push(new Kernel(this, backend.fromAddress(list[i]) as Pointer, this.#opaqueAliases));
+    }
     return kernels;
   }
 }

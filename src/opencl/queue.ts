@@ -1,16 +1,6 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import {
-  type CallbackOutcome,
-  defer,
-  finalizerState,
-  IdTable,
-  inRegistry,
-  owe,
-  paid,
-  SafetyNet,
-  timer,
-} from "../callbacks.ts";
+import { type CallbackOutcome, defer, finalizerState, IdTable, owe, paid, SafetyNet, timer } from "../callbacks.ts";
 import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import {
@@ -53,13 +43,13 @@ import { Device } from "./platform.ts";
 import { classes, register } from "./classes.ts";
 import {
   callbackQueue,
+  closeStatics,
   commandHandle,
   commandUses,
   completedThrough,
   contextOf,
   genuine,
   handleOf,
-  liveHandle,
   nativeHandle,
   newCommand,
   pinCommand,
@@ -77,10 +67,13 @@ import {
 // Classes this module cannot import (see classes.ts), read at each call.
 const cls = classes;
 
-const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }>(({ handle, context, refs }) => {
-  for (let i = 1; i < refs; i++) releaseQueue(handle, null);
-  releaseQueue(handle, context);
-});
+const net = new SafetyNet<{ handle: Pointer; context: Context; refs: number }, CommandQueue>(
+  ({ handle, context, refs }) => {
+    for (let i = 1; i < refs; i++) releaseQueue(handle, null);
+    releaseQueue(handle, context);
+  },
+  (queue) => CommandQueue[finalizerState](queue),
+);
 
 /**
  * One native release, off the JS thread (it may finish the queue); async calls run in call order.
@@ -258,7 +251,7 @@ interface MappingHeld {
  * queue is asked through its class, as by `unmap()`: an own `alive: false` on it stopped the unmap
  * for good, and another prototype had it throw TypeError.
  */
-const mappingNet = new SafetyNet<MappingHeld>(({ queue, allocation, pointer }) => {
+const mappingNet = new SafetyNet<MappingHeld, SVMMapping>(({ queue, allocation, pointer }) => {
   let handle: Pointer;
   try {
     handle = CommandQueue[handleOf](queue);
@@ -277,7 +270,7 @@ const mappingNet = new SafetyNet<MappingHeld>(({ queue, allocation, pointer }) =
   } finally {
     CommandQueue[releaseOf](queue); // the mapping's reference
   }
-});
+}, (mapping) => SVMMapping[finalizerState](mapping));
 
 /** One mapping of `allocation` less. */
 function unmapped(allocation: SVMAllocation): void {
@@ -309,7 +302,6 @@ export class SVMMapping {
   #pointer: Pointer;
   #buffer: ArrayBuffer | undefined;
   #mapped = true;
-  [inRegistry] = false;
 
   /** @internal use `queue.enqueueSVMMap()` or `queue.mapSVM()`. */
   constructor(
@@ -357,9 +349,10 @@ export class SVMMapping {
     return this.#mapped;
   }
 
-  [finalizerState](): MappingHeld | undefined {
-    if (!this.#mapped) return undefined;
-    return { queue: this.#queue, allocation: this.#allocation, pointer: this.#pointer };
+  /** @internal What the safety net registers (see `finalizerState`). */
+  static [finalizerState](mapping: SVMMapping): MappingHeld | undefined {
+    if (!mapping.#mapped) return undefined;
+    return { queue: mapping.#queue, allocation: mapping.#allocation, pointer: mapping.#pointer };
   }
 
   /** The mapped bytes. Throws ReleasedError after `unmap()`; views made before then are detached. */
@@ -401,6 +394,10 @@ export class SVMMapping {
   /** Unmaps (if still mapped) and forgets the unmap event. */
   [Symbol.dispose](): void {
     if (this.#mapped) this.unmap().release();
+  }
+
+  static {
+    closeStatics(this);
   }
 }
 
@@ -450,7 +447,6 @@ export class CommandQueue {
   readonly #context: Context;
   /** Read-only and not configurable (set in the constructor), as a context's `devices`. */
   declare readonly device: Device;
-  [inRegistry] = false;
 
   /** The context it belongs to. */
   get context(): Context {
@@ -481,9 +477,10 @@ export class CommandQueue {
     net.add(this);
   }
 
-  [finalizerState](): { handle: Pointer; context: Context; refs: number } | undefined {
-    if (this.#handle === null) return undefined;
-    return { handle: this.#handle, context: this.#context, refs: this.#refs };
+  /** @internal What the safety net registers (see `finalizerState`). */
+  static [finalizerState](commandQueue: CommandQueue): { handle: Pointer; context: Context; refs: number } | undefined {
+    if (commandQueue.#handle === null) return undefined;
+    return { handle: commandQueue.#handle, context: commandQueue.#context, refs: commandQueue.#refs };
   }
 
   get alive(): boolean {
@@ -491,7 +488,7 @@ export class CommandQueue {
   }
 
   /** @internal Its own body, not a call of `handleOf`: one more call cost an SVM free 10 ns on Node. */
-  [liveHandle](): Pointer {
+  #live(): Pointer {
     if (this.#handle === null) throw new ReleasedError("CommandQueue");
     return this.#handle;
   }
@@ -534,7 +531,7 @@ export class CommandQueue {
    * the command completes: do not transfer its ArrayBuffer before then.
    */
   enqueueWriteBuffer(buffer: Buffer, data: ArrayBufferView, options?: TransferOptions): Event {
-    this[liveHandle]();
+    this.#live();
     return this.#enqueueTransfer("clEnqueueWriteBuffer", buffer, data, transferOptions(options), "data");
   }
 
@@ -543,7 +540,7 @@ export class CommandQueue {
    * not transfer its ArrayBuffer before then).
    */
   enqueueReadBuffer(buffer: Buffer, target: ArrayBufferView, options?: TransferOptions): Event {
-    this[liveHandle]();
+    this.#live();
     return this.#enqueueTransfer("clEnqueueReadBuffer", buffer, target, transferOptions(options), "target");
   }
 
@@ -561,7 +558,7 @@ export class CommandQueue {
     const host = view;
     checkRange(buffer, offset, bytes);
     const svm = withAllocationsBehind(undefined, host);
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const mem = Buffer[commandHandle](buffer);
     const { count, list } = waitHandles(events);
     check(fn, opencl().symbols[fn](handle, mem, 0, offset, bytes, hostPointer(host, bytes), count, list, eventOut));
@@ -586,7 +583,7 @@ export class CommandQueue {
     target?: T,
     options?: TransferOptions,
   ): Promise<T> {
-    this[liveHandle]();
+    this.#live();
     const read = transferOptions(options);
     let into = target;
     if (into === undefined) {
@@ -613,7 +610,7 @@ export class CommandQueue {
    * refused (CL_INVALID_OPERATION): unmap it first.
    */
   enqueueSVMFree(allocations: readonly SVMAllocation[], options?: SVMFreeOptions): Event {
-    this[liveHandle]();
+    this.#live();
     if (!Array.isArray(allocations)) {
       throw new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(allocations)}`);
     }
@@ -656,7 +653,7 @@ export class CommandQueue {
     }
     const events = waitEvents(waitFor);
     // Every getter has run: what they may have released or mapped is checked from here on.
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     // A Set only pays for itself on long lists; the usual one or few compare pairwise.
     const seen = n > 8 ? new Set<SVMAllocation>() : undefined;
     for (let i = 0; i < n; i++) {
@@ -736,7 +733,7 @@ export class CommandQueue {
   /** `enqueueSVMFree([a])`: the quiet path below for one allocation, by the same rules. */
   #freeOne(a: unknown): Event {
     if (!SVMAllocation[genuine](a)) throw new TypeError(`allocations[0] is not a cl.SVMAllocation, got ${show(a)}`);
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     refuseUnfreeable(this.#context, a, 0);
     const array = scratchPointers(1);
     backend.writePointer(array, 0, SVMAllocation[svmPointer](a));
@@ -770,7 +767,7 @@ export class CommandQueue {
    * await done.wait();
    */
   enqueueNDRangeKernel(kernel: Kernel, globalSize: readonly number[], options?: NDRangeOptions): Event {
-    this[liveHandle]();
+    this.#live();
     if (!Kernel[genuine](kernel)) throw new TypeError("enqueueNDRangeKernel takes a cl.Kernel");
     if (Kernel[contextOf](kernel) !== this.#context) {
       throw new TypeError("the kernel belongs to another context than this queue");
@@ -783,7 +780,7 @@ export class CommandQueue {
     // ndrangeSizes reads every size (a getter may run, even one that enqueues a kernel) before it
     // fills the shared scratch they go down in; after it, no code of the program's runs.
     const sizes = ndrangeSizes(globalSize, local, offset);
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const k = Kernel[handleOf](kernel);
     const svm = Kernel[commandUses](kernel);
     const { count, list } = waitHandles(events);
@@ -815,7 +812,7 @@ export class CommandQueue {
     src: SVMAllocation | ArrayBufferView,
     options?: SVMCopyOptions,
   ): Event {
-    this[liveHandle]();
+    this.#live();
     const bag = checkOptions(options, svmCopyKeys, "enqueueSVMMemcpy options");
     const srcOffset = sizeOr(own(bag, "srcOffset"), "srcOffset", 0);
     const dstOffset = sizeOr(own(bag, "dstOffset"), "dstOffset", 0);
@@ -838,7 +835,7 @@ export class CommandQueue {
     const host = dstSVM ? (srcSVM ? undefined : src) : srcSVM ? dst : [dst, src];
     let svm: SVMAllocation[] | undefined = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
     if (host !== undefined) svm = withAllocationsBehind(svm, host as ArrayBufferView | ArrayBufferView[]);
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const { count, list } = waitHandles(events);
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d, s, size, count, list, eventOut) as number);
@@ -869,7 +866,7 @@ export class CommandQueue {
    * `cl.float(1)` or an ArrayBufferView of 1, 2, 4, ..., 128 bytes; offset and size are multiples of it.
    */
   enqueueSVMMemFill(allocation: SVMAllocation, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
-    this[liveHandle]();
+    this.#live();
     if (!SVMAllocation[genuine](allocation)) throw new TypeError("enqueueSVMMemFill takes a cl.SVMAllocation");
     if (SVMAllocation[contextOf](allocation) !== this.#context) {
       throw new TypeError("the allocation belongs to another context than this queue");
@@ -878,7 +875,7 @@ export class CommandQueue {
     const events = waitEvents(waitFor);
     const { bytes, length } = patternBytes(pattern);
     const size = fillSize(offset, given, SVMAllocation[svmSize](allocation), length, "enqueueSVMMemFill");
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const pointer = offsetPointer(SVMAllocation[svmPointer](allocation), offset);
     const { count, list } = waitHandles(events);
     const fill = clEnqueueSVMMemFill ??= optionalSymbol("clEnqueueSVMMemFill", "an OpenCL 2.0 platform");
@@ -906,7 +903,7 @@ export class CommandQueue {
    * the range back. The allocation's `release()` waits for the unmap.
    */
   enqueueSVMMap(allocation: SVMAllocation, options?: SVMMapOptions): SVMMapping {
-    this[liveHandle]();
+    this.#live();
     if (!SVMAllocation[genuine](allocation)) throw new TypeError("enqueueSVMMap takes a cl.SVMAllocation");
     if (SVMAllocation[contextOf](allocation) !== this.#context) {
       throw new TypeError("the allocation belongs to another context than this queue");
@@ -923,7 +920,7 @@ export class CommandQueue {
       throw new RangeError(`${size} bytes at offset ${offset} do not fit in the allocation (${allocationSize} bytes)`);
     }
     const events = waitEvents(own(bag, "waitFor"));
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const pointer = offsetPointer(SVMAllocation[svmPointer](allocation), offset);
     const { count, list } = waitHandles(events);
     const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
@@ -951,7 +948,7 @@ export class CommandQueue {
 
   /** Copies between buffers (clEnqueueCopyBuffer). */
   enqueueCopyBuffer(src: Buffer, dst: Buffer, options?: CopyBufferOptions): Event {
-    this[liveHandle]();
+    this.#live();
     this.#checkBuffer(src);
     this.#checkBuffer(dst);
     const bag = checkOptions(options, copyBufferKeys, "enqueueCopyBuffer options");
@@ -962,7 +959,7 @@ export class CommandQueue {
     checkRange(src, srcOffset, size);
     checkRange(dst, dstOffset, size);
     const events = waitEvents(own(bag, "waitFor"));
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const s = Buffer[commandHandle](src);
     const d = Buffer[commandHandle](dst);
     const { count, list } = waitHandles(events);
@@ -975,13 +972,13 @@ export class CommandQueue {
 
   /** Fills a buffer range with a repeated pattern (clEnqueueFillBuffer); see `enqueueSVMMemFill`. */
   enqueueFillBuffer(buffer: Buffer, pattern: TypedValue | ArrayBufferView, options?: RangeOptions): Event {
-    this[liveHandle]();
+    this.#live();
     this.#checkBuffer(buffer);
     const { offset, size: given, waitFor } = fillOptions(options, "enqueueFillBuffer");
     const events = waitEvents(waitFor);
     const { bytes, length } = patternBytes(pattern);
     const size = fillSize(offset, given, Buffer[sizeOf](buffer), length, "enqueueFillBuffer");
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const mem = Buffer[commandHandle](buffer);
     const { count, list } = waitHandles(events);
     const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
@@ -994,9 +991,9 @@ export class CommandQueue {
 
   /** An event that completes when `waitFor` (default: every command enqueued before) completed. */
   enqueueMarker(options?: { waitFor?: readonly Event[] }): Event {
-    this[liveHandle]();
+    this.#live();
     const events = waitEvents(own(checkOptions(options, waitForKeys, "enqueueMarker options"), "waitFor"));
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const { count, list } = waitHandles(events);
     const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueMarkerWithWaitList", marker(handle, count, list, eventOut) as number);
@@ -1005,9 +1002,9 @@ export class CommandQueue {
 
   /** Like `enqueueMarker`, and later commands wait for it too (matters on out-of-order queues). */
   enqueueBarrier(options?: { waitFor?: readonly Event[] }): Event {
-    this[liveHandle]();
+    this.#live();
     const events = waitEvents(own(checkOptions(options, waitForKeys, "enqueueBarrier options"), "waitFor"));
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const { count, list } = waitHandles(events);
     const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueBarrierWithWaitList", barrier(handle, count, list, eventOut) as number);
@@ -1164,7 +1161,7 @@ export class CommandQueue {
 
   /** Issues the queued commands (clFlush). */
   flush(): void {
-    check("clFlush", opencl().symbols.clFlush(this[liveHandle]()));
+    check("clFlush", opencl().symbols.clFlush(this.#live()));
   }
 
   /**
@@ -1173,7 +1170,7 @@ export class CommandQueue {
    * `release()` does): an onFree may itself await its queue's `finish()`.
    */
   async finish(): Promise<void> {
-    const handle = this[liveHandle]();
+    const handle = this.#live();
     const upTo = this.#seq;
     this.#tracker.waitStarted(upTo);
     const call = opencl().async.clFinish(handle) as Promise<number>;
@@ -1194,7 +1191,7 @@ export class CommandQueue {
     return infoU64(
       "clGetCommandQueueInfo",
       opencl().symbols.clGetCommandQueueInfo,
-      this[liveHandle](),
+      this.#live(),
       QueueInfo.REFERENCE_COUNT,
       4,
     );
@@ -1242,7 +1239,11 @@ export class CommandQueue {
 
   /** The raw cl_command_queue. Unsafe: invalid after release. */
   get unsafeHandle(): Pointer {
-    return this[liveHandle]();
+    return this.#live();
+  }
+
+  static {
+    closeStatics(this);
   }
 }
 

@@ -8,7 +8,6 @@ import {
   executorRan,
   finalizerState,
   IdTable,
-  inRegistry,
   owe,
   paid,
   returnedPromise,
@@ -27,6 +26,7 @@ import type { CommandQueue } from "./queue.ts";
 import { classes, register } from "./classes.ts";
 import {
   callbackQueue,
+  closeStatics,
   contextOf,
   genuine,
   handleOf,
@@ -58,10 +58,10 @@ export interface SVMOptions {
 const svmKeys = keys("access", "fineGrain", "atomics", "alignment");
 
 /** Safety net: an allocation the program forgot is freed with clSVMFree after it is collected. */
-const net = new SafetyNet<{ context: Context; pointer: Pointer }>(({ context, pointer }) => {
+const net = new SafetyNet<{ context: Context; pointer: Pointer }, SVMAllocation>(({ context, pointer }) => {
   opencl_clSVMFree()(cls.Context[nativeHandle](context), pointer);
   cls.disown(context);
-});
+}, (allocation) => SVMAllocation[finalizerState](allocation));
 
 let clSVMFree: ((...args: unknown[]) => unknown) | undefined;
 function opencl_clSVMFree(): (...args: unknown[]) => unknown {
@@ -142,8 +142,6 @@ export class SVMAllocation {
     return typeof value === "object" && value !== null && #pointer in value;
   }
 
-  [inRegistry] = false;
-
   /** @internal use `ctx.svmAlloc()`. */
   constructor(context: Context, size: number, options?: SVMOptions) {
     integer(size, "size_t", "SVM size", 1);
@@ -188,9 +186,10 @@ export class SVMAllocation {
     net.add(this);
   }
 
-  [finalizerState](): { context: Context; pointer: Pointer } | undefined {
-    if (this.#pointer === null) return undefined;
-    return { context: this.#context, pointer: this.#pointer };
+  /** @internal What the safety net registers (see `finalizerState`). */
+  static [finalizerState](allocation: SVMAllocation): { context: Context; pointer: Pointer } | undefined {
+    if (allocation.#pointer === null) return undefined;
+    return { context: allocation.#context, pointer: allocation.#pointer };
   }
 
   /** The context it belongs to. */
@@ -326,6 +325,10 @@ export class SVMAllocation {
 
   [Symbol.dispose](): void {
     this.release();
+  }
+
+  static {
+    closeStatics(this);
   }
 }
 
