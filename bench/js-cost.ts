@@ -34,7 +34,7 @@ import { cl } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
 import { bufferArguments } from "../src/opencl/buffer.ts";
 import { eventOut } from "../src/opencl/native.ts";
-import { newCommand } from "../src/internal.ts";
+import { fromFactory, newCommand } from "../src/internal.ts";
 const use = { hostPtr: "use" } as const;
 import type { Callback, Pointer } from "../ffi/types.ts";
 
@@ -193,7 +193,14 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
   "hostPtr raw": rawHostPtr,
   "hostPtr + Buffer": async (n) => {
     for (let i = 0; i < n; i++) {
-      const buffer = new cl.Buffer(ctx, s.clCreateBuffer(context, 9, 4096, host, errcode) as Pointer, 4096, 9, host);
+      const buffer = new cl.Buffer(
+        fromFactory,
+        ctx,
+        s.clCreateBuffer(context, 9, 4096, host, errcode) as Pointer,
+        4096,
+        9,
+        host,
+      );
       const gone = buffer.destroyed;
       buffer.release();
       await gone;
@@ -203,6 +210,7 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
     for (let i = 0; i < n; i++) {
       const a = bufferArguments(host, use);
       const buffer = new cl.Buffer(
+        fromFactory,
         ctx,
         s.clCreateBuffer(context, a.flags, a.size, a.data, errcode) as Pointer,
         a.size,

@@ -51,7 +51,7 @@ import { cl } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
 import { SafetyNet } from "../src/callbacks.ts";
 import { bufferArguments } from "../src/opencl/buffer.ts";
-import { surrender } from "../src/internal.ts";
+import { fromFactory, surrender } from "../src/internal.ts";
 import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 import type { Pointer } from "../ffi/types.ts";
 import * as ffi from "#ffi";
@@ -86,7 +86,7 @@ const entries: Entry[] = [
   }],
   ["+ Buffer object", (n: number) => {
     for (let i = 0; i < n; i++) {
-      new cl.Buffer(ctx, raw.clCreateBuffer(context, 1, size, null, errcode), size, 1, null).release();
+      new cl.Buffer(fromFactory, ctx, raw.clCreateBuffer(context, 1, size, null, errcode), size, 1, null).release();
     }
   }],
   ["createBuffer + release", (n: number) => {
@@ -152,7 +152,7 @@ const svmEntries: Entry[] = [
     svm(() => {
       backend.writePointer(list, 0, cl.SVMAllocation[surrender](ctx.svmAlloc(size)));
       rawEnqueueFree();
-      new cl.Event(backend.readPointer(slot, 0)!, ctx).release();
+      new cl.Event(fromFactory, backend.readPointer(slot, 0)!, ctx).release();
     }),
   ],
   ["svmAlloc + enqueueSVMFree", svm(() => queue.enqueueSVMFree([ctx.svmAlloc(size)]).release())],
@@ -291,14 +291,28 @@ const hostEntries: Entry[] = [
   [
     "+ Buffer object",
     eachAwaited(() =>
-      new cl.Buffer(ctx, own.clCreateBuffer(context, useFlags, size, host, errcode) as Pointer, size, useFlags, host)
+      new cl.Buffer(
+        fromFactory,
+        ctx,
+        own.clCreateBuffer(context, useFlags, size, host, errcode) as Pointer,
+        size,
+        useFlags,
+        host,
+      )
     ),
   ],
   [
     "+ bufferArguments",
     eachAwaited(() => {
       const { flags, size, data } = bufferArguments(host, { hostPtr: "use" });
-      return new cl.Buffer(ctx, own.clCreateBuffer(context, flags, size, data, errcode) as Pointer, size, flags, data);
+      return new cl.Buffer(
+        fromFactory,
+        ctx,
+        own.clCreateBuffer(context, flags, size, data, errcode) as Pointer,
+        size,
+        flags,
+        data,
+      );
     }),
   ],
   ["createBuffer(view, use)", eachAwaited(() => ctx.createBuffer(host, { hostPtr: "use" }))],

@@ -6,6 +6,19 @@
  */
 
 /**
+ * The first argument of every constructor that takes a native handle (Buffer, Event, Kernel,
+ * Platform, Device, CommandQueue, SVMMapping, rtc.Scene), which only memlife's factories pass: a
+ * program's `new cl.Buffer(ctx, 1024)` (a guess at a 1024-byte buffer) made a buffer over the
+ * handle 1024, and its release crashed (SIGSEGV). Never a property key: nothing gives it away.
+ */
+export const fromFactory: unique symbol = Symbol("memlife.factory");
+
+/** A constructor's refusal of a call without `fromFactory` (out of line: the hot constructors stay small). */
+export function notByNew(what: string, factoryName: string): never {
+  throw new TypeError(`${what} is made by ${factoryName}, not by new`);
+}
+
+/**
  * Called in a static block by every class that has members keyed by these symbols, after them:
  * `Object.getOwnPropertySymbols` finds them, and written over they would hand C what the program
  * chose (test/fixtures/robust-internals.ts). The prototype stays open: its public methods are the

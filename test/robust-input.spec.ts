@@ -543,6 +543,11 @@ describe("options are own properties of plain objects, booleans are booleans", (
     table([
       ["new rtc.Scene(device)", () => new Scene(rtcDevice), T],
       ["new rtc.Scene(device, 4096)", () => new Scene(rtcDevice, 4096), T],
+      [
+        "new rtc.Scene(a symbol, device, ...)",
+        () => new Scene(Symbol("memlife.factory"), rtcDevice, 4096, {}, 4096),
+        T,
+      ],
       ["a subclass", () => new (class extends Scene {})(rtcDevice), T],
     ]);
     rtcDevice.newScene().release(); // newScene itself still makes them

@@ -6,11 +6,11 @@ import { EmbreeError, ReleasedError } from "../errors.ts";
 import { boolean, callable, integer, keys, options as checkOptions, own, show } from "../check.ts";
 import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
 import { DeviceState, type MemoryMonitor, type MemoryStats } from "./state.ts";
-import { makeScene, type Scene } from "./scene.ts";
+import { Scene } from "./scene.ts";
 import { refuseInWorker } from "../worker.ts";
 
 const RTC_ERROR_UNKNOWN = 1;
-import { closeStatics, deviceState } from "../internal.ts";
+import { closeStatics, deviceState, fromFactory } from "../internal.ts";
 
 const deviceKeys = keys("accounting");
 
@@ -117,7 +117,8 @@ export class Device {
   /** A new, empty scene of this device (rtcNewScene). */
   newScene(): Scene {
     const handle = this.#live();
-    return makeScene(
+    return new Scene(
+      fromFactory,
       this,
       handle,
       this.#state,

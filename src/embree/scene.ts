@@ -16,7 +16,7 @@ import {
 } from "./native.ts";
 import type { DeviceState } from "./state.ts";
 import type { Device } from "./device.ts";
-import { closeStatics } from "../internal.ts";
+import { closeStatics, fromFactory, notByNew } from "../internal.ts";
 
 const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }, Scene>(({ handle, state, refs }) => {
   // The references retain() added first (Embree only counts them down), then the last one.
@@ -118,22 +118,6 @@ function optionalNumber(value: unknown, fallback: number, what: string, min: num
   return value;
 }
 
-/** Set by `newScene` around its `new Scene`: the constructor takes no other caller's handle. */
-let making = false;
-
-/**
- * @internal `device.newScene()`'s way to make a scene over the handle rtcNewScene gave, with the
- * device's handle and state from its private fields (members of the device object could lie).
- */
-export function makeScene(device: Device, deviceHandle: Pointer, state: DeviceState, handle: Pointer | null): Scene {
-  making = true;
-  try {
-    return new Scene(device, deviceHandle, state, handle);
-  } finally {
-    making = false;
-  }
-}
-
 /**
  * A scene (rtcNewScene). Geometry is copied into buffers Embree allocates (rtcSetNewGeometryBuffer),
  * so the monitor sees that memory too and the JS arrays are free to reuse at once.
@@ -164,12 +148,20 @@ export class Scene {
   #committed = false;
   readonly device: Device;
 
-  /** @internal use `device.newScene()`. */
-  constructor(device: Device, deviceHandle: Pointer, state: DeviceState, handle: Pointer | null) {
+  /**
+   * @internal use `device.newScene()`, which gives the device's handle and state from its private
+   * fields (members of the device object could lie).
+   */
+  constructor(
+    made: typeof fromFactory,
+    device: Device,
+    deviceHandle: Pointer,
+    state: DeviceState,
+    handle: Pointer | null,
+  ) {
     // Only newScene's handle: a program's `new rtc.Scene(device)` made a scene over an undefined
     // handle (Bun and Node crashed in C, Deno leaked the device's reference).
-    if (!making) throw new TypeError("rtc.Scene is made by device.newScene(), not by new");
-    making = false;
+    if (made !== fromFactory) notByNew("rtc.Scene", "device.newScene()");
     if (handle === null) throw new EmbreeError("rtcNewScene", RTC_ERROR_UNKNOWN, "returned NULL");
     this.#handle = handle;
     this.device = device;

@@ -19,7 +19,7 @@ import { MemFlags, MemInfo } from "./constants.ts";
 import { check, infoPointer, infoU64, opencl, symbols, unguarded } from "./native.ts";
 import type { Context } from "./context.ts";
 import { classes } from "./classes.ts";
-import { closeStatics, commandHandle, contextOf, genuine, sizeOf } from "../internal.ts";
+import { closeStatics, commandHandle, contextOf, fromFactory, genuine, notByNew, sizeOf } from "../internal.ts";
 import { allocationBehind, holdAllocation, letGoAllocation } from "./svm-memory.ts";
 import type { SVMAllocation } from "./svm.ts";
 
@@ -284,6 +284,7 @@ export class Buffer {
 
   /** @internal use `ctx.createBuffer()`. */
   constructor(
+    made: typeof fromFactory,
     context: Context,
     handle: Pointer,
     size: number,
@@ -291,6 +292,7 @@ export class Buffer {
     hostMemory: ArrayBufferView | null,
     held?: SVMAllocation,
   ) {
+    if (made !== fromFactory) notByNew("cl.Buffer", "ctx.createBuffer()");
     this.#handle = handle;
     this.#context = context;
     this.#size = size;

@@ -19,6 +19,7 @@ import {
   closeStatics,
   deviceList,
   disownChild,
+  fromFactory,
   handleOf,
   nativeHandle,
   svmChecked,
@@ -173,7 +174,7 @@ export class Context {
     if (options !== undefined || !isByteCount(sizeOrData)) return this.#createBufferFrom(sizeOrData, options);
     const handle = symbols.clCreateBuffer(context, MemFlags.READ_WRITE, sizeOrData, null, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
-    return new Buffer(this, handle, sizeOrData, MemFlags.READ_WRITE, null);
+    return new Buffer(fromFactory, this, handle, sizeOrData, MemFlags.READ_WRITE, null);
   }
 
   // Out of line, as the size test is, so that V8 can inline createBuffer's usual path with the
@@ -187,7 +188,7 @@ export class Context {
     // The handle after the options' getters, one of which may have released the context.
     const handle = symbols.clCreateBuffer(this.#live(), flags, size, data, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateBuffer", errcode[0]);
-    return new Buffer(this, handle, size, flags, data, held);
+    return new Buffer(fromFactory, this, handle, size, flags, data, held);
   }
 
   /** A command queue on `device` (default: the context's first device). */
@@ -196,7 +197,7 @@ export class Context {
     if (!this.devices.includes(device)) {
       throw new TypeError(`the device is not one of this context's devices, got ${show(device)}`);
     }
-    return new CommandQueue(this, device);
+    return new CommandQueue(fromFactory, this, device);
   }
 
   /**

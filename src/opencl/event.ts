@@ -11,7 +11,7 @@ import type { Context } from "./context.ts";
 import { childKind } from "./child.ts";
 import { finalizerState } from "../callbacks.ts";
 import { classes } from "./classes.ts";
-import { closeStatics, contextOf, genuine, handleOf } from "../internal.ts";
+import { closeStatics, contextOf, fromFactory, genuine, handleOf, notByNew } from "../internal.ts";
 
 // Classes this module cannot import (see classes.ts), read at each call.
 const cls = classes;
@@ -107,6 +107,7 @@ export class Event {
    * up (the speed of it measured the same as setting them after, bench/js-cost.ts).
    */
   constructor(
+    made: typeof fromFactory,
     handle: Pointer,
     context: Context,
     after?: CallbackOutcome,
@@ -116,6 +117,7 @@ export class Event {
   ) {
     // Not a ContextChild, as Buffer and SVMAllocation are not: V8 makes an object of a derived
     // class 15 ns slower than one of a class of its own (bench/js-cost.ts "event"), every command.
+    if (made !== fromFactory) notByNew("cl.Event", "an enqueue");
     this.#handle = handle;
     this.#kind = (new.target as unknown) === UserEvent ? userKind : kind;
     this.#context = context;
@@ -278,7 +280,7 @@ export class UserEvent extends Event {
   constructor(context: Context) {
     const handle = opencl().symbols.clCreateUserEvent(cls.Context[handleOf](context), errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateUserEvent", errcode[0]);
-    super(handle, context);
+    super(fromFactory, handle, context);
   }
 
   /**

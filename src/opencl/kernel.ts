@@ -10,7 +10,17 @@ import { SVMAllocation } from "./svm.ts";
 import { Device } from "./platform.ts";
 import type { Program } from "./program.ts";
 import type { Context } from "./context.ts";
-import { closeStatics, commandHandle, commandUses, contextOf, genuine, handleOf, svmPointer } from "../internal.ts";
+import {
+  closeStatics,
+  commandHandle,
+  commandUses,
+  contextOf,
+  fromFactory,
+  genuine,
+  handleOf,
+  notByNew,
+  svmPointer,
+} from "../internal.ts";
 import { childKind, ContextChild } from "./child.ts";
 import { finalizerState } from "../callbacks.ts";
 
@@ -296,7 +306,8 @@ export class Kernel extends ContextChild {
   readonly #opaqueAliases: ReadonlySet<string>;
 
   /** @internal use `program.createKernel()`. */
-  constructor(program: Program, handle: Pointer, opaqueAliases: ReadonlySet<string>) {
+  constructor(made: typeof fromFactory, program: Program, handle: Pointer, opaqueAliases: ReadonlySet<string>) {
+    if (made !== fromFactory) notByNew("cl.Kernel", "program.createKernel()");
     const info = opencl().symbols.clGetKernelInfo;
     let name: string, numArgs: number;
     try {

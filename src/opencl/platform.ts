@@ -2,7 +2,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
 import { integer, listLength, show } from "../check.ts";
-import { closeStatics, deviceList, genuine, handleOf } from "../internal.ts";
+import { closeStatics, deviceList, fromFactory, genuine, handleOf, notByNew } from "../internal.ts";
 import { DeviceInfo, DeviceType, PlatformInfo, SVMCapability } from "./constants.ts";
 import { check, infoString, infoU32, infoU64, opencl } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
@@ -40,7 +40,8 @@ export class Platform {
   #devices: Device[] | undefined;
 
   /** @internal use `cl.getPlatforms()`. */
-  constructor(handle: Pointer) {
+  constructor(made: typeof fromFactory, handle: Pointer) {
+    if (made !== fromFactory) notByNew("cl.Platform", "cl.getPlatforms()");
     const s = opencl().symbols;
     this.#handle = handle;
     this.name = infoString("clGetPlatformInfo", s.clGetPlatformInfo, handle, PlatformInfo.NAME);
@@ -71,7 +72,7 @@ export class Platform {
     check("clGetDeviceIDs", status);
     const list = new BigUint64Array(new ArrayBuffer(8 * countSlot[0]));
     check("clGetDeviceIDs", s.clGetDeviceIDs(this.#handle, type, countSlot[0], list, null));
-    if (known === undefined) return handles(list).map((h) => new Device(h, this));
+    if (known === undefined) return handles(list).map((h) => new Device(fromFactory, h, this));
     return Array.from(list, (address) => known.find((d) => backend.address(Device[handleOf](d)) === address))
       .filter((d): d is Device => d !== undefined);
   }
@@ -142,7 +143,8 @@ export class Device {
   }
 
   /** @internal use `platform.getDevices()`. */
-  constructor(handle: Pointer, platform: Platform) {
+  constructor(made: typeof fromFactory, handle: Pointer, platform: Platform) {
+    if (made !== fromFactory) notByNew("cl.Device", "platform.getDevices()");
     const s = opencl().symbols;
     const info = s.clGetDeviceInfo;
     this.#handle = handle;
@@ -210,7 +212,7 @@ export function getPlatforms(): Platform[] {
       check("clGetPlatformIDs", status);
       const list = new BigUint64Array(new ArrayBuffer(8 * Math.max(countSlot[0], 1)));
       check("clGetPlatformIDs", s.clGetPlatformIDs(countSlot[0], list, null));
-      platforms = handles(list.subarray(0, countSlot[0])).map((h) => new Platform(h));
+      platforms = handles(list.subarray(0, countSlot[0])).map((h) => new Platform(fromFactory, h));
     }
   }
   return [...platforms];

@@ -11,7 +11,7 @@ import { finalizerState } from "../callbacks.ts";
 import { Device } from "./platform.ts";
 import { Kernel, typedefsOfOpaqueTypes } from "./kernel.ts";
 import { classes } from "./classes.ts";
-import { contextOf, deviceList, handleOf } from "../internal.ts";
+import { contextOf, deviceList, fromFactory, handleOf } from "../internal.ts";
 
 // Classes this module cannot import (see classes.ts), read at each call.
 const cls = classes;
@@ -205,7 +205,7 @@ export class Program extends ContextChild {
     }
     const handle = opencl().symbols.clCreateKernel(ContextChild[handleOf](this), name, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateKernel", errcode[0], `kernel "${name}"`);
-    return new Kernel(this, handle, this.#opaqueAliases);
+    return new Kernel(fromFactory, this, handle, this.#opaqueAliases);
   }
 
   /** Every kernel of the built program (clCreateKernelsInProgram). */
@@ -219,7 +219,7 @@ export class Program extends ContextChild {
     check("clCreateKernelsInProgram", s.clCreateKernelsInProgram(handle, count[0], list, null));
     const kernels: Kernel[] = [];
     for (let i = 0; i < count[0]; i++) {
-      kernels.push(new Kernel(this, backend.fromAddress(list[i]) as Pointer, this.#opaqueAliases));
+      kernels.push(new Kernel(fromFactory, this, backend.fromAddress(list[i]) as Pointer, this.#opaqueAliases));
     }
     return kernels;
   }

@@ -48,10 +48,12 @@ import {
   commandUses,
   completedThrough,
   contextOf,
+  fromFactory,
   genuine,
   handleOf,
   nativeHandle,
   newCommand,
+  notByNew,
   pinCommand,
   reclaim,
   releaseOf,
@@ -305,6 +307,7 @@ export class SVMMapping {
 
   /** @internal use `queue.enqueueSVMMap()` or `queue.mapSVM()`. */
   constructor(
+    made: typeof fromFactory,
     queue: CommandQueue,
     allocation: SVMAllocation,
     pointer: Pointer,
@@ -312,6 +315,7 @@ export class SVMMapping {
     size: number,
     event: Event,
   ) {
+    if (made !== fromFactory) notByNew("cl.SVMMapping", "queue.enqueueSVMMap()");
     this.#queue = queue;
     this.#allocation = allocation;
     this.#pointer = pointer;
@@ -459,7 +463,8 @@ export class CommandQueue {
   }
 
   /** @internal use `ctx.createCommandQueue()`; `existing`: see [callbackQueue]. */
-  constructor(context: Context, device: Device, existing?: Pointer) {
+  constructor(made: typeof fromFactory, context: Context, device: Device, existing?: Pointer) {
+    if (made !== fromFactory) notByNew("cl.CommandQueue", "ctx.createCommandQueue()");
     readOnly(this, "device", device); // before the native create: nothing after it may throw
     let handle: Pointer | null;
     if (existing !== undefined) {
@@ -510,7 +515,7 @@ export class CommandQueue {
    * the callback is done.
    */
   static [callbackQueue](queue: CommandQueue): CommandQueue {
-    return queue.#handle !== null ? queue : new CommandQueue(queue.#context, queue.device, queue.#native);
+    return queue.#handle !== null ? queue : new CommandQueue(fromFactory, queue.#context, queue.device, queue.#native);
   }
 
   /**
@@ -929,7 +934,7 @@ export class CommandQueue {
     // Counts as a use until the unmap completes (see SVMMapping.unmap).
     SVMAllocation[useSVM](allocation);
     mappedCount.set(allocation, (mappedCount.get(allocation) ?? 0) + 1);
-    return new SVMMapping(this, allocation, pointer, offset, size, event);
+    return new SVMMapping(fromFactory, this, allocation, pointer, offset, size, event);
   }
 
   /** `enqueueSVMMap`, resolved once the range is mapped (the map event is released). */
@@ -1017,6 +1022,7 @@ export class CommandQueue {
    */
   static [newCommand](queue: CommandQueue, after?: CallbackOutcome, quiet = false): Event {
     return new Event(
+      fromFactory,
       backend.readPointer(eventOut, 0) as Pointer,
       queue.#context,
       after,
