@@ -386,7 +386,11 @@ export class SafetyNet<H, T extends object> {
       const object = nursery[i]!;
       nursery[i] = undefined;
       const state = this.#stateOf(object);
-      if (state !== undefined) this.#registry.register(object, state, object); // else released
+      if (state === undefined) continue; // released
+      // An object can be here twice: an SVM free that took an allocation out of order (it stays
+      // here) and did not happen gives it back with `add`. Registered twice, it would be released twice.
+      this.#registry.unregister(object);
+      this.#registry.register(object, state, object);
     }
   }
 }

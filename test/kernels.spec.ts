@@ -613,7 +613,8 @@ describe("lifetimes across commands", () => {
     // Objects earlier tests dropped without release() go through the safety net first.
     const before = await settledLiveObjects();
     using scale = program.createKernel("scale");
-    const started = performance.now();
+    // No time limit but the test's: on NVIDIA the loop takes 8-21 s (2 ms an iteration, the
+    // driver's), which varies with the machine more than with memlife.
     for (let i = 0; i < 10_000; i++) {
       const a = ctx.svmAlloc(64);
       scale.setArg(0, a).setArg(1, cl.int(3));
@@ -625,7 +626,5 @@ describe("lifetimes across commands", () => {
     scale.setArg(0, null);
     for (let i = 0; i < 1000 && ctx.liveObjects !== before + 1; i++) await sleep(5);
     assert.equal(ctx.liveObjects, before + 1, "only the kernel is left");
-    const ms = performance.now() - started;
-    assert.ok(ms < 20_000, `took ${ms.toFixed(0)} ms`);
-  }, 30_000);
+  }, 60_000);
 });

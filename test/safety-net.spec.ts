@@ -139,6 +139,23 @@ describe("SafetyNet", () => {
   });
 });
 
+describe("an object added again", () => {
+  test("added twice before a promotion (an SVM free that did not happen gives its allocation back): registered once, finalized once", async () => {
+    const finalized: string[] = [];
+    const net = netOf(finalized);
+    (() => {
+      const a = new Thing(1);
+      net.add(a);
+      const b = new Thing(2);
+      net.add(b);
+      net.remove(a); // taken by a free command: not the last one added, so still in the nursery
+      net.add(a); // the command was refused: the allocation is the program's again
+    })();
+    await sleep(5);
+    await settle(finalized, ["state 1", "state 2"]);
+  });
+});
+
 describe("what the program does to an object", () => {
   test("frozen before registration: registered all the same, and finalized", async () => {
     const finalized: string[] = [];

@@ -8,7 +8,7 @@ import type { Pointer } from "../../ffi/types.ts";
 import { finalizerState, SafetyNet } from "../callbacks.ts";
 import { ReleasedError } from "../errors.ts";
 import { classes } from "./classes.ts";
-import { closeStatics, contextOf, handleOf } from "../internal.ts";
+import { closeStatics, contextOf, fromFactory, handleOf, notByNew } from "../internal.ts";
 import { check } from "./native.ts";
 import type { Context } from "./context.ts";
 
@@ -58,7 +58,9 @@ export class ContextChild {
   readonly #kind: KindOf<ContextChild>;
   readonly #context: Context;
 
-  constructor(handle: Pointer, context: Context, kind: KindOf<ContextChild>) {
+  /** @internal for Program and Kernel: reachable as `Object.getPrototypeOf(cl.Program)`, so it takes the token too. */
+  constructor(made: typeof fromFactory, handle: Pointer, context: Context, kind: KindOf<ContextChild>) {
+    if (made !== fromFactory) notByNew("A program or kernel", "ctx.createProgram() or program.createKernel()");
     this.#handle = handle;
     this.#kind = kind;
     this.#context = context;

@@ -114,12 +114,16 @@ export class Event {
     tracker?: CommandTracker,
     seq = 0,
     quiet = false,
+    user = false,
   ) {
     // Not a ContextChild, as Buffer and SVMAllocation are not: V8 makes an object of a derived
     // class 15 ns slower than one of a class of its own (bench/js-cost.ts "event"), every command.
     if (made !== fromFactory) notByNew("cl.Event", "an enqueue");
     this.#handle = handle;
-    this.#kind = (new.target as unknown) === UserEvent ? userKind : kind;
+    // Told by UserEvent's constructor, not read from new.target: a subclass of UserEvent, or one
+    // made with another new.target, was taken for a command's event, and its release never failed
+    // it (what waited on it waited for ever).
+    this.#kind = user ? userKind : kind;
     this.#context = context;
     this.#after = after;
     this.#tracker = tracker;
@@ -280,7 +284,7 @@ export class UserEvent extends Event {
   constructor(context: Context) {
     const handle = opencl().symbols.clCreateUserEvent(cls.Context[handleOf](context), errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateUserEvent", errcode[0]);
-    super(fromFactory, handle, context);
+    super(fromFactory, handle, context, undefined, undefined, 0, false, true);
   }
 
   /**

@@ -317,7 +317,7 @@ export class Kernel extends ContextChild {
       opencl().symbols.clReleaseKernel(handle);
       throw error;
     }
-    super(handle, ContextChild[contextOf](program), kind);
+    super(fromFactory, handle, ContextChild[contextOf](program), kind);
     readOnly(this, "name", name);
     readOnly(this, "numArgs", numArgs);
     readOnly(this, "program", program);
@@ -329,7 +329,7 @@ export class Kernel extends ContextChild {
   #info(index: number): ArgInfo | null {
     if (this.#argInfo === undefined) {
       const fn = opencl().symbols.clGetKernelArgInfo;
-      const handle = ContextChild[handleOf](this);
+      const handle = this.#live();
       this.#argInfo = [];
       for (let i = 0; i < this.numArgs; i++) {
         if (fn === undefined) {
@@ -379,7 +379,7 @@ export class Kernel extends ContextChild {
 
   /** The index checked, -0 as 0 (Deno's FFI refuses -0 for a u32 until the call is optimized). */
   #checkIndex(index: number): number {
-    ContextChild[handleOf](this);
+    this.#live();
     if (typeof index !== "number") throw new TypeError(`an argument index is a number, got ${show(index)}`);
     if (!Number.isInteger(index) || index < 0 || index >= this.numArgs) {
       throw new RangeError(`kernel "${this.name}" has ${this.numArgs} argument(s): index ${index} is out of range`);
@@ -428,12 +428,12 @@ export class Kernel extends ContextChild {
           "clSetKernelArgSVMPointer",
           "an OpenCL 2.0 platform",
         );
-        const status = setSVM(ContextChild[handleOf](this), index, SVMAllocation[svmPointer](value)) as number;
+        const status = setSVM(this.#live(), index, SVMAllocation[svmPointer](value)) as number;
         check("clSetKernelArgSVMPointer", status, where);
       } else {
         // A hostPtr "use" buffer whose host memory was transferred away is refused, as by commands.
         argSlot[0] = value === null ? 0n : backend.address(Buffer[commandHandle](value));
-        const status = s.clSetKernelArg(ContextChild[handleOf](this), index, 8, argSlot);
+        const status = s.clSetKernelArg(this.#live(), index, 8, argSlot);
         check("clSetKernelArg", status, where);
       }
       this.#args[index] = value;
@@ -450,7 +450,7 @@ export class Kernel extends ContextChild {
       if (size > limit) {
         throw new RangeError(`${where()}: cl.local(${size}) is more than the device's ${limit} bytes of local memory`);
       }
-      const status = s.clSetKernelArg(ContextChild[handleOf](this), index, size, null);
+      const status = s.clSetKernelArg(this.#live(), index, size, null);
       check("clSetKernelArg", status, where);
       this.#args[index] = undefined;
       return this;
@@ -485,7 +485,7 @@ export class Kernel extends ContextChild {
     }
     const length = viewByteLength(bytes);
     // The program's getters (a view's subclass, a typed value's) have all run: take the handle now.
-    const status = s.clSetKernelArg(ContextChild[handleOf](this), index, length, bytes);
+    const status = s.clSetKernelArg(this.#live(), index, length, bytes);
     check("clSetKernelArg", status, where);
     this.#args[index] = undefined;
     return this;
@@ -496,7 +496,7 @@ export class Kernel extends ContextChild {
    * its arguments (CL_KERNEL_EXEC_INFO_SVM_PTRS). Commands keep them alive like arguments.
    */
   setSVMPointers(allocations: readonly SVMAllocation[]): this {
-    ContextChild[handleOf](this);
+    this.#live();
     if (!Array.isArray(allocations)) throw new TypeError("setSVMPointers takes an array of cl.SVMAllocation");
     // Each element read once (a hole reads undefined): what commands keep alive must be what the
     // kernel was given. Pointers and handle only once every element's getter has run.
@@ -511,7 +511,7 @@ export class Kernel extends ContextChild {
       }
       kept[i] = a;
     }
-    const handle = ContextChild[handleOf](this);
+    const handle = this.#live();
     const pointers = kept.map((a) => SVMAllocation[svmPointer](a));
     const fn = optionalSymbol("clSetKernelExecInfo", "an OpenCL 2.0 platform");
     const list = pointerArray(pointers);
@@ -584,7 +584,7 @@ export class Kernel extends ContextChild {
     const bytes = infoBytes(
       "clGetKernelWorkGroupInfo",
       (h, p, s, v, r) => fn(h, Device[handleOf](device), p, s, v, r),
-      ContextChild[handleOf](this),
+      this.#live(),
       KernelWorkGroupInfo.COMPILE_WORK_GROUP_SIZE,
     );
     return [...new BigUint64Array(bytes.buffer, 0, 3)].map(Number);
@@ -596,7 +596,7 @@ export class Kernel extends ContextChild {
     return infoU64(
       "clGetKernelWorkGroupInfo",
       (h, p, s, v, r) => fn(h, Device[handleOf](device), p, s, v, r),
-      ContextChild[handleOf](this),
+      this.#live(),
       param,
     );
   }
@@ -612,6 +612,15 @@ export class Kernel extends ContextChild {
 
   static {
     closeStatics(this);
+  }
+
+  /**
+   * The handle, for this class's own methods: a private method, so that a program's method called
+   * on a kernel, or a kernel's on a program (both contexts' children), is a TypeError, not the
+   * other's handle handed to C (a program's createKernel on a kernel: PoCL aborted).
+   */
+  #live(): Pointer {
+    return ContextChild[handleOf](this);
   }
 }
 

@@ -70,7 +70,7 @@ export class Program extends ContextChild {
       | Pointer
       | null;
     if (handle === null) throw new OpenCLError("clCreateProgramWithSource", errcode[0]);
-    super(handle, context, kind);
+    super(fromFactory, handle, context, kind);
     this.#opaqueAliases = typedefsOfOpaqueTypes(source);
   }
 
@@ -84,7 +84,7 @@ export class Program extends ContextChild {
    * quotes them.
    */
   async build(options = "", devices?: readonly Device[]): Promise<void> {
-    ContextChild[handleOf](this);
+    this.#live();
     if (typeof options !== "string") throw new TypeError(`build options must be a string, got ${typeof options}`);
     if (options.includes("\0")) throw new TypeError("build options must not contain NUL characters");
     let list: Device[] | undefined;
@@ -105,7 +105,7 @@ export class Program extends ContextChild {
     }
     const ids = list === undefined ? null : pointerArray(list.map((d) => Device[handleOf](d)));
     // The handle after the devices' getters, one of which may have released the program.
-    const handle = ContextChild[handleOf](this);
+    const handle = this.#live();
     this.#building = true;
     // The program must outlive the build even if released meanwhile: hold a native reference.
     check("clRetainProgram", opencl().symbols.clRetainProgram(handle));
@@ -143,13 +143,13 @@ export class Program extends ContextChild {
   /** CL_PROGRAM_BUILD_LOG for `device` (default: the context's first device). */
   buildLog(device: Device = this.#context.devices[0]): string {
     if (!this.#context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
-    return buildLog(ContextChild[handleOf](this), device);
+    return buildLog(this.#live(), device);
   }
 
   /** CL_PROGRAM_BUILD_STATUS: 0 success, -1 none, -2 error, -3 in progress. */
   buildStatus(device: Device = this.#context.devices[0]): number {
     if (!this.#context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
-    const handle = ContextChild[handleOf](this);
+    const handle = this.#live();
     const fn = opencl().symbols.clGetProgramBuildInfo;
     return infoU64(
       "clGetProgramBuildInfo",
@@ -165,7 +165,7 @@ export class Program extends ContextChild {
     return infoString(
       "clGetProgramInfo",
       opencl().symbols.clGetProgramInfo,
-      ContextChild[handleOf](this),
+      this.#live(),
       ProgramInfo.SOURCE,
     );
   }
@@ -175,7 +175,7 @@ export class Program extends ContextChild {
     const names = infoString(
       "clGetProgramInfo",
       opencl().symbols.clGetProgramInfo,
-      ContextChild[handleOf](this),
+      this.#live(),
       ProgramInfo.KERNEL_NAMES,
     );
     return names === "" ? [] : names.split(";");
@@ -186,7 +186,7 @@ export class Program extends ContextChild {
     return infoU64(
       "clGetProgramInfo",
       opencl().symbols.clGetProgramInfo,
-      ContextChild[handleOf](this),
+      this.#live(),
       ProgramInfo.NUM_KERNELS,
     );
   }
@@ -203,14 +203,14 @@ export class Program extends ContextChild {
         }`,
       );
     }
-    const handle = opencl().symbols.clCreateKernel(ContextChild[handleOf](this), name, errcode) as Pointer | null;
+    const handle = opencl().symbols.clCreateKernel(this.#live(), name, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateKernel", errcode[0], `kernel "${name}"`);
     return new Kernel(fromFactory, this, handle, this.#opaqueAliases);
   }
 
   /** Every kernel of the built program (clCreateKernelsInProgram). */
   createKernels(): Kernel[] {
-    const handle = ContextChild[handleOf](this);
+    const handle = this.#live();
     const s = opencl().symbols;
     const count = new Uint32Array(new ArrayBuffer(4));
     check("clCreateKernelsInProgram", s.clCreateKernelsInProgram(handle, 0, null, count));
@@ -222,6 +222,15 @@ export class Program extends ContextChild {
       kernels.push(new Kernel(fromFactory, this, backend.fromAddress(list[i]) as Pointer, this.#opaqueAliases));
     }
     return kernels;
+  }
+
+  /**
+   * The handle, for this class's own methods: a private method, so that a program's method called
+   * on a kernel, or a kernel's on a program (both contexts' children), is a TypeError, not the
+   * other's handle handed to C (a program's createKernel on a kernel: PoCL aborted).
+   */
+  #live(): Pointer {
+    return ContextChild[handleOf](this);
   }
 }
 

@@ -238,6 +238,8 @@ let clEnqueueSVMUnmap: ((...args: unknown[]) => unknown) | undefined;
  * under the mapping's ArrayBuffer and before its unmap (queue order), so enqueueSVMFree refuses it.
  */
 const mappedCount = new WeakMap<SVMAllocation, number>();
+/** No lookup in `mappedCount` on the free's path until an allocation was mapped. */
+let anyMapped = false;
 
 /** What the safety net needs to unmap a mapping the program dropped: never the mapping itself. */
 interface MappingHeld {
@@ -934,6 +936,7 @@ export class CommandQueue {
     // Counts as a use until the unmap completes (see SVMMapping.unmap).
     SVMAllocation[useSVM](allocation);
     mappedCount.set(allocation, (mappedCount.get(allocation) ?? 0) + 1);
+    anyMapped = true;
     return new SVMMapping(fromFactory, this, allocation, pointer, offset, size, event);
   }
 
@@ -1312,24 +1315,29 @@ function fillSize(offset: number, given: unknown, total: number, unit: number, w
  */
 /** Throws unless `queue`'s free may take `a` (allocations[i]): this context's, live, not mapped, not a buffer's memory. */
 function refuseUnfreeable(context: Context, a: SVMAllocation, i: number): void {
-  if (SVMAllocation[contextOf](a) !== context) {
-    throw new TypeError(`allocations[${i}] belongs to another context than this queue`);
-  }
+  if (SVMAllocation[contextOf](a) !== context) throw unfreeable(i, "context");
   SVMAllocation[svmPointer](a); // ReleasedError if already freed
-  if (mappedCount.has(a)) {
-    throw new OpenCLError(
+  // No lookup until an allocation was ever mapped: a WeakMap lookup of a fresh allocation costs
+  // V8 7 ns, which PoCL's idle workers make 2-3 times as much on 2 cores.
+  if (anyMapped && mappedCount.has(a)) throw unfreeable(i, "mapped");
+  if (heldByBuffer(a)) throw unfreeable(i, "held");
+}
+
+/**
+ * What `refuseUnfreeable` throws, made out of line: inlined with the messages (193 bytes of
+ * bytecode, 119 without), it used up V8's inlining budget of a free's caller, which then made the
+ * free's `new Event` through the generic construct stub (`--trace-turbo-inlining`).
+ */
+function unfreeable(i: number, why: "context" | "mapped" | "held"): Error {
+  return why === "context"
+    ? new TypeError(`allocations[${i}] belongs to another context than this queue`)
+    : new OpenCLError(
       "clEnqueueSVMFree",
       OpenCLStatus.CL_INVALID_OPERATION,
-      `allocations[${i}] is mapped: unmap() it first (a mapping holds its allocation until the unmap completed)`,
+      why === "mapped"
+        ? `allocations[${i}] is mapped: unmap() it first (a mapping holds its allocation until the unmap completed)`
+        : `allocations[${i}] is the memory of a hostPtr "use" buffer: release that buffer first (its memory is the allocation's until its destructor ran)`,
     );
-  }
-  if (heldByBuffer(a)) {
-    throw new OpenCLError(
-      "clEnqueueSVMFree",
-      OpenCLStatus.CL_INVALID_OPERATION,
-      `allocations[${i}] is the memory of a hostPtr "use" buffer: release that buffer first (its memory is the allocation's until its destructor ran)`,
-    );
-  }
 }
 
 function reclaimAll(given: SVMAllocation[], surrendered: number, error?: unknown): unknown {

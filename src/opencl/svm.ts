@@ -78,10 +78,14 @@ const COARSE = 1, FINE = 2, ATOMICS = 4;
  */
 function checkDevices(context: Context, size: number, fineGrain: boolean, atomics: boolean): Pointer {
   const kinds = COARSE | (fineGrain ? FINE : 0) | (atomics ? ATOMICS : 0);
-  // Device capabilities do not change: the loop below runs once per context and kind, and the
-  // usual allocation asks the context once, for both the check and the handle.
-  const handle = cls.Context[svmChecked](context, kinds, size);
-  if (handle !== null) return handle;
+  // Device capabilities do not change: the devices are asked once per context and kind
+  // (`askDevices`), and the usual allocation asks the context once, for both the check and the
+  // handle. Small, so that V8 inlines it into the allocation's constructor.
+  return cls.Context[svmChecked](context, kinds, size) ?? askDevices(context, size, fineGrain, atomics, kinds);
+}
+
+/** `checkDevices` the first time for this context, kind and size (or a larger size). */
+function askDevices(context: Context, size: number, fineGrain: boolean, atomics: boolean, kinds: number): Pointer {
   let maxSize = Infinity;
   for (const device of context.devices) {
     const caps = device.svm;
@@ -108,6 +112,36 @@ function checkDevices(context: Context, size: number, fineGrain: boolean, atomic
   }
   cls.Context[svmPassed](context, kinds, maxSize);
   return cls.Context[handleOf](context);
+}
+
+/** `svmAlloc`'s options, checked: the flags and alignment for clSVMAlloc. */
+function svmOptions(options: SVMOptions): { flags: number; fineGrain: boolean; atomics: boolean; alignment: number } {
+  const bag = checkOptions(options, svmKeys, "svmAlloc options");
+  const accessFlag = member(accessFlags, own(bag, "access"), "access", MemFlags.READ_WRITE);
+  const fineGrain = boolean(own(bag, "fineGrain"), "fineGrain", false);
+  const atomics = boolean(own(bag, "atomics"), "atomics", false);
+  // A cl_uint: 2 ** 32 would reach C as 0 (the default alignment), 3 * 2 ** 32 as 0 too.
+  const given = own(bag, "alignment");
+  const alignment = given === undefined ? 0 : integer(given, "cl_uint", "alignment");
+  if (alignment !== 0 && 2 ** Math.round(Math.log2(alignment)) !== alignment) {
+    throw new RangeError(`alignment must be 0 or a power of two (a cl_uint), got ${alignment}`);
+  }
+  if (atomics && !fineGrain) {
+    throw new TypeError(
+      "atomics: true needs fineGrain: true (CL_MEM_SVM_ATOMICS is only valid with CL_MEM_SVM_FINE_GRAIN_BUFFER)",
+    );
+  }
+  const flags = accessFlag | (fineGrain ? MemFlags.SVM_FINE_GRAIN_BUFFER : 0) | (atomics ? MemFlags.SVM_ATOMICS : 0);
+  return { flags, fineGrain, atomics, alignment };
+}
+
+/** clSVMAlloc reports no code; after the checks, NULL means the allocation itself failed. */
+function allocationFailed(size: number): OpenCLError {
+  return new OpenCLError(
+    "clSVMAlloc",
+    OpenCLStatus.CL_MEM_OBJECT_ALLOCATION_FAILURE,
+    `returned NULL for ${size} bytes (it gives no error code)`,
+  );
 }
 
 /**
@@ -149,35 +183,16 @@ export class SVMAllocation {
     let fineGrain = false;
     let atomics = false;
     let alignment = 0;
-    if (options !== undefined) {
-      const bag = checkOptions(options, svmKeys, "svmAlloc options");
-      const accessFlag = member(accessFlags, own(bag, "access"), "access", MemFlags.READ_WRITE);
-      fineGrain = boolean(own(bag, "fineGrain"), "fineGrain", false);
-      atomics = boolean(own(bag, "atomics"), "atomics", false);
-      // A cl_uint: 2 ** 32 would reach C as 0 (the default alignment), 3 * 2 ** 32 as 0 too.
-      const given = own(bag, "alignment");
-      alignment = given === undefined ? 0 : integer(given, "cl_uint", "alignment");
-      if (alignment !== 0 && 2 ** Math.round(Math.log2(alignment)) !== alignment) {
-        throw new RangeError(`alignment must be 0 or a power of two (a cl_uint), got ${alignment}`);
-      }
-      if (atomics && !fineGrain) {
-        throw new TypeError(
-          "atomics: true needs fineGrain: true (CL_MEM_SVM_ATOMICS is only valid with CL_MEM_SVM_FINE_GRAIN_BUFFER)",
-        );
-      }
-      flags = accessFlag | (fineGrain ? MemFlags.SVM_FINE_GRAIN_BUFFER : 0) | (atomics ? MemFlags.SVM_ATOMICS : 0);
-    }
+    // The options are read out of line, and the failure below is made there: with both in here,
+    // the constructor's bytecode (553 bytes) was past what V8 inlines (460: `--trace-turbo-inlining`
+    // said "Cannot consider SVMAllocation", reason 5), so every svmAlloc went through the generic
+    // construct stub (Node, the bench's SVM free under `perf record` with `--perf-basic-prof`:
+    // JSConstructStubGeneric and FastNewObject, together ~50 ns of each free's 3 µs).
+    if (options !== undefined) ({ flags, fineGrain, atomics, alignment } = svmOptions(options));
     const handle = checkDevices(context, size, fineGrain, atomics);
     clSVMAlloc ??= optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform");
     const pointer = clSVMAlloc(handle, flags, size, alignment) as Pointer | null;
-    if (pointer === null) {
-      // clSVMAlloc reports no code; after the checks above, NULL means the allocation itself failed.
-      throw new OpenCLError(
-        "clSVMAlloc",
-        OpenCLStatus.CL_MEM_OBJECT_ALLOCATION_FAILURE,
-        `returned NULL for ${size} bytes (it gives no error code)`,
-      );
-    }
+    if (pointer === null) throw allocationFailed(size);
     this.#pointer = pointer;
     this.#context = context;
     this.#size = size;
