@@ -309,7 +309,7 @@ export class Buffer {
     if ((this.#flags & MemFlags.USE_HOST_PTR) !== 0) {
       let entry: Destructor;
       try {
-        entry = this.#watch();
+        entry = this.#watch(false); // held, never in the net: nothing to tell it
       } catch (error) {
         // Without its destructor callback nobody could tell when the memory is free again: no buffer.
         const handle = this.#handle!;
@@ -384,8 +384,11 @@ export class Buffer {
     return handle;
   }
 
-  /** Registers our one native destructor callback for this buffer, the first time it is needed. */
-  #watch(): Destructor {
+  /**
+   * Registers our one native destructor callback for this buffer, the first time it is needed, and
+   * tells the safety net (`inNet`: the buffer may be registered) that a destructor is now owed.
+   */
+  #watch(inNet = true): Destructor {
     let entry = this.#destructor;
     if (entry === undefined) {
       const handle = this.#live();
@@ -406,7 +409,7 @@ export class Buffer {
       }
       this.#destructor = entry;
       // Registered already, the finalizer must learn that a destructor is owed (see owedLater).
-      net.renew(this);
+      if (inNet) net.renew(this);
     }
     return entry;
   }
