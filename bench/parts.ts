@@ -33,6 +33,9 @@
  *                            callback (Deno's and Node's make a driver thread wait for the JS thread)
  *   raw, relayed callback    the same with an `event` callback of the backend: on Deno and Node the
  *                            prebuilt library's relay (ffi/event-relay.c) where it is loaded
+ *   raw, 2 objects held      the relayed callback, with two small JS objects per buffer kept
+ *                            until its callback came: what holding per-buffer state costs where a
+ *                            driver thread delivers later (memlife holds the buffer and its entry)
  *   raw, +0.5 us JS a callback  the own callback spinning 0.5 us before it counts, and
  *   raw, +0.5 us JS a buffer    the loop spinning 0.5 us per buffer: what a handler's and a loop's
  *                            JS cost a buffer where a driver thread waits for each callback
@@ -166,6 +169,18 @@ const count = () => {
 };
 const ownDestructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, count);
 const relayedDestructor = backend.callback(openclCallbacks.memDestructor, count);
+/**
+ * Per-buffer JS state held until the buffer's callback arrives, as memlife must hold a buffer with
+ * callbacks and its destructor entry: a ring of small objects, one let go per callback (a driver
+ * thread delivers in release order).
+ */
+const RING = 1 << 20;
+const held: unknown[] = new Array(RING).fill(undefined);
+let heldIn = 0, heldOut = 0;
+const holdingDestructor = backend.callback(openclCallbacks.memDestructor, () => {
+  held[heldOut++ & (RING - 1)] = undefined;
+  count();
+});
 /** The raw callback with 0.5 us of JS in it: what each µs of a handler's JS costs a buffer. */
 const slowDestructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, () => {
   spin(0.5);
@@ -215,6 +230,10 @@ const destructorEntries: Entry[] = ([
   }],
   ["raw, own callback", withRawCallback(ownDestructor)],
   ["raw, relayed callback", withRawCallback(relayedDestructor)],
+  ["raw, 2 objects held", () => {
+    held[heldIn++ & (RING - 1)] = { a: 1, b: 2, c: 3, d: 4, e: { f: 5, g: 6, h: 7, i: 8, j: 9, k: 10, l: 11 } };
+    withRawCallback(holdingDestructor)();
+  }],
   ["raw, +0.5 us JS a callback", withRawCallback(slowDestructor)],
   ["raw, +0.5 us JS a buffer", () => {
     spin(0.5);
