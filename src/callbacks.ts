@@ -130,9 +130,30 @@ export function reportCallbackError(error: unknown, source: CallbackSource): voi
       );
     }
   }
+  const rethrown = printable(error, source);
   queueMicrotask(() => {
-    throw error;
+    throw rethrown;
   });
+}
+
+/**
+ * The value itself, unless no runtime can print it: a revoked Proxy, or one whose traps throw, is
+ * then replaced by an Error that says so (not as its `cause`: printing the Error prints the cause,
+ * which failed the same way). Rethrown as it was, Node printed "could not be printed", and Deno
+ * went on and exited 0 with nothing said at all (a hostile pass). Probed only through operations
+ * that run no getter of an ordinary object.
+ */
+function printable(value: unknown, source: CallbackSource): unknown {
+  if ((typeof value !== "object" && typeof value !== "function") || value === null) return value;
+  try {
+    Object.getPrototypeOf(value);
+    Reflect.ownKeys(value);
+    return value;
+  } catch (probe) {
+    return new Error(
+      `a callback of source "${source}" threw a value that cannot be printed (${describe(probe)})`,
+    );
+  }
 }
 
 /** A thrown value, for a message: never throws itself (a getter, a Proxy, `message` may). */

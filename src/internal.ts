@@ -93,6 +93,11 @@ export const completedThrough: unique symbol = Symbol("memlife.completedThrough"
  */
 export const retainOf: unique symbol = Symbol("memlife.retainOf");
 export const releaseOf: unique symbol = Symbol("memlife.releaseOf");
+/**
+ * Kernel (static): RangeError unless its local memory (CL_KERNEL_LOCAL_MEM_SIZE: its own __local
+ * variables and its cl.local() arguments together) fits a device's.
+ */
+export const localMemoryFits: unique symbol = Symbol("memlife.localMemoryFits");
 /** Kernel: the SVM allocations an enqueue of it uses; ReleasedError for a released argument. */
 export const commandUses: unique symbol = Symbol("memlife.commandUses");
 /** rtc.Device (static): its DeviceState, which scenes share. */

@@ -119,6 +119,19 @@ describe("clSetMemObjectDestructorCallback", () => {
     assert.match(result.stdout + result.stderr, /destructor says no/);
   });
 
+  test("an uncaught callback error that cannot be printed (a revoked Proxy) ends the program too, named (child process)", async () => {
+    const result = await runScript(
+      new URL("./fixtures/opencl-throwing-callback.ts", import.meta.url),
+      ["unprintable"],
+      { timeout: 30_000 },
+    );
+    assert.equal(result.timedOut, false);
+    const out = result.stdout + result.stderr;
+    assert.doesNotMatch(out, /still running after the callback threw/, "the exception was lost");
+    assert.notEqual(result.code, 0, `an uncaught error must not exit 0:\n${out}`);
+    assert.match(out, /cannot be printed/);
+  });
+
   test("destroyed settles for a buffer with no callbacks, if read before release", async () => {
     const buf = ctx.createBuffer(128);
     const destroyed = buf.destroyed;

@@ -18,6 +18,7 @@ import {
   fromFactory,
   genuine,
   handleOf,
+  localMemoryFits,
   notByNew,
   svmPointer,
 } from "../internal.ts";
@@ -453,6 +454,7 @@ export class Kernel extends ContextChild {
       const status = s.clSetKernelArg(this.#live(), index, size, null);
       check("clSetKernelArg", status, where);
       this.#args[index] = undefined;
+      this.#localFits = null; // the sum changed: asked again at the next enqueue
       return this;
     }
     let bytes: ArrayBufferView;
@@ -572,6 +574,27 @@ export class Kernel extends ContextChild {
     return this.#workGroupInfo(device, KernelWorkGroupInfo.PREFERRED_WORK_GROUP_SIZE_MULTIPLE);
   }
 
+  /** The device whose local memory this kernel's was last found to fit (see `localMemoryFits`). */
+  #localFits: Device | null = null;
+
+  /**
+   * @internal RangeError unless the kernel's local memory fits `device`'s: CL_KERNEL_LOCAL_MEM_SIZE
+   * counts its own __local variables and its cl.local() arguments together. Each argument is
+   * checked alone at setArg; two of 0.6x the device's, or a __local array over it, passed that and
+   * failed an assertion in PoCL 3.1 at the enqueue (the process aborted). Asked once per device
+   * until a cl.local() argument changes.
+   */
+  static [localMemoryFits](kernel: Kernel, device: Device): void {
+    if (kernel.#localFits === device) return;
+    const used = kernel.#workGroupInfo(device, KernelWorkGroupInfo.LOCAL_MEM_SIZE);
+    if (used > device.localMemSize) {
+      throw new RangeError(
+        `kernel "${kernel.name}" needs ${used} bytes of local memory (its __local variables and cl.local() arguments together), more than the device's ${device.localMemSize}`,
+      );
+    }
+    kernel.#localFits = device;
+  }
+
   /** CL_KERNEL_LOCAL_MEM_SIZE on `device`, in bytes. */
   localMemSize(device: Device = this.#context.devices[0]): number {
     return this.#workGroupInfo(device, KernelWorkGroupInfo.LOCAL_MEM_SIZE);
@@ -653,7 +676,19 @@ export function ndrangeSizes(
     l = new BigUint64Array(new ArrayBuffer(8 * 3));
     // A size that does not divide the global size is left to the driver: OpenCL 2.0 allows a
     // non-uniform last group, 1.2 devices refuse it with CL_INVALID_WORK_GROUP_SIZE.
-    for (let i = 0; i < dim; i++) l[i] = BigInt(positive(local[i], `local[${i}]`));
+    for (let i = 0; i < dim; i++) {
+      const size = positive(local[i], `local[${i}]`);
+      // 2^32 work-groups or more in a dimension: PoCL 3.1 truncates the count to 32 bits and the
+      // kernel dies (SIGILL, SIGFPE; plain C too). No device runs that many; refused for every driver.
+      if (Math.ceil(sizes[i] / size) >= 2 ** 32) {
+        throw new RangeError(
+          `globalSize[${i}] / local[${i}] makes ${
+            Math.ceil(sizes[i] / size)
+          } work-groups in one dimension: at most 2^32 - 1`,
+        );
+      }
+      l[i] = BigInt(size);
+    }
   }
   let o: BigUint64Array | null = null;
   if (offset !== undefined) {

@@ -51,6 +51,7 @@ import {
   fromFactory,
   genuine,
   handleOf,
+  localMemoryFits,
   nativeHandle,
   newCommand,
   notByNew,
@@ -787,6 +788,7 @@ export class CommandQueue {
     // ndrangeSizes reads every size (a getter may run, even one that enqueues a kernel) before it
     // fills the shared scratch they go down in; after it, no code of the program's runs.
     const sizes = ndrangeSizes(globalSize, local, offset);
+    Kernel[localMemoryFits](kernel, this.device);
     const handle = this.#live();
     const k = Kernel[handleOf](kernel);
     const svm = Kernel[commandUses](kernel);
