@@ -233,36 +233,27 @@ export class Event {
    * Settles once the command completed and its JS callbacks (e.g. `onFree`) ran. Rejects with an
    * OpenCLError if the command failed, or with what a callback threw.
    */
-  async wait(): Promise<void> {
-    const handle = this.#live();
-    // The cl_event must outlive the wait even if the program releases it meanwhile (a released
-    // event waited on crashes PoCL): the wait holds a reference of its own, and its context.
-    check("clRetainEvent", opencl().symbols.clRetainEvent(handle));
-    const context = this.#context;
-    cls.adopt(context);
-    // Held from the start: an exception of `onFree` that arrives during the native wait is this
-    // promise's to deliver, not onCallbackError's.
-    const after = this.#after?.hold();
-    // It may reject before the native wait returns: handled below, not an unhandled rejection.
-    after?.catch(noop);
-    const tracker = this.#tracker;
-    tracker?.waitStarted(this.#seq);
-    let status: number | undefined;
-    const list = waitLists.pop() ?? new BigUint64Array(new ArrayBuffer(8));
-    list[0] = backend.address(handle);
+  wait(): Promise<void> {
+    // Not async: an async method's frame holds `this` until it settles, and a user event the
+    // program dropped while its own wait() was pending was then never failed by the safety net
+    // (the wait, and every command behind the event, waited for ever). The native part below
+    // holds the cl_event, never the object.
     try {
-      status = await opencl().async.clWaitForEvents(1, list) as number;
-      // Returned: the native side is done with the list. (After a rejection it may not be.)
-      if (waitLists.length < MAX_WAIT_LISTS) waitLists.push(list);
-    } finally {
-      tracker?.waitEnded(this.#seq, status === OpenCLStatus.CL_SUCCESS);
-      opencl().symbols.clReleaseEvent(handle);
-      cls.disown(context);
-      // This wait rejects with the native failure; a callback exception still reaches the program.
-      if (status !== OpenCLStatus.CL_SUCCESS) after?.catch((error) => reportCallbackError(error, "svmFree"));
+      const handle = this.#live();
+      // The cl_event must outlive the wait even if the program releases it meanwhile (a released
+      // event waited on crashes PoCL): the wait holds a reference of its own, and its context.
+      check("clRetainEvent", opencl().symbols.clRetainEvent(handle));
+      const context = this.#context;
+      cls.adopt(context);
+      // Held from the start: an exception of `onFree` that arrives during the native wait is this
+      // promise's to deliver, not onCallbackError's.
+      const after = this.#after?.hold();
+      // It may reject before the native wait returns: handled in waitFor, not an unhandled rejection.
+      after?.catch(noop);
+      return waitFor(handle, context, after, this.#tracker, this.#seq);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    check("clWaitForEvents", status);
-    await after;
   }
 
   static {
@@ -303,6 +294,33 @@ export class UserEvent extends Event {
     );
     check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(Event[handleOf](this), value));
   }
+}
+
+/** `wait()`'s native wait, given what it needs of the event: never the event object itself. */
+async function waitFor(
+  handle: Pointer,
+  context: Context,
+  after: Promise<void> | undefined,
+  tracker: CommandTracker | undefined,
+  seq: number,
+): Promise<void> {
+  tracker?.waitStarted(seq);
+  let status: number | undefined;
+  const list = waitLists.pop() ?? new BigUint64Array(new ArrayBuffer(8));
+  list[0] = backend.address(handle);
+  try {
+    status = await opencl().async.clWaitForEvents(1, list) as number;
+    // Returned: the native side is done with the list. (After a rejection it may not be.)
+    if (waitLists.length < MAX_WAIT_LISTS) waitLists.push(list);
+  } finally {
+    tracker?.waitEnded(seq, status === OpenCLStatus.CL_SUCCESS);
+    opencl().symbols.clReleaseEvent(handle);
+    cls.disown(context);
+    // This wait rejects with the native failure; a callback exception still reaches the program.
+    if (status !== OpenCLStatus.CL_SUCCESS) after?.catch((error) => reportCallbackError(error, "svmFree"));
+  }
+  check("clWaitForEvents", status);
+  await after;
 }
 
 function noop(): void {}
