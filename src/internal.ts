@@ -1,8 +1,10 @@
 /**
- * The seam between memlife's own modules: members only other memlife modules call, keyed by
+ * The seam between memlife's own modules: statics only other memlife modules call, keyed by
  * symbols that mod.ts does not export, so that they are not public API and can change in any
- * release. A program can still find them with `Object.getOwnPropertySymbols`; nothing promises
- * they stay. test/surface.spec.ts fails when a string-named internal member reaches a public class.
+ * release. They are statics of frozen classes (`closeStatics`), never members of objects or
+ * prototypes: a program finds them with `Object.getOwnPropertySymbols`, and can call them (README:
+ * not defended), but not write over them. test/surface.spec.ts fails when a string-named internal
+ * member reaches a public class, or a symbol-keyed one an object or a prototype.
  */
 
 /**
