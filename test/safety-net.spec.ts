@@ -35,6 +35,21 @@ async function collectUntil(done: () => boolean): Promise<void> {
   }
 }
 
+/** `n` things added to `net` and registered (the turn ended): the caller holds the only references. */
+async function registeredThings(net: SafetyNet<string, Thing>, n: number): Promise<Thing[]> {
+  const kept: Thing[] = [];
+  // In a function of its own: an async function's frame may keep the last `thing` alive.
+  (() => {
+    for (let i = 0; i < n; i++) {
+      const thing = new Thing(i);
+      net.add(thing);
+      kept.push(thing);
+    }
+  })();
+  await sleep(5);
+  return kept;
+}
+
 /** Collects a while and expects nothing more finalized than `expected`. */
 async function settle(finalized: string[], expected: string[]): Promise<void> {
   await collectUntil(() => finalized.length >= expected.length);
@@ -99,15 +114,7 @@ describe("SafetyNet", () => {
   test("an object released after it was registered is unregistered and never finalized", async () => {
     const finalized: string[] = [];
     const net = netOf(finalized);
-    const kept: Thing[] = [];
-    (() => {
-      for (let i = 0; i < 10; i++) {
-        const thing = new Thing(i);
-        net.add(thing);
-        kept.push(thing);
-      }
-    })();
-    await sleep(5); // registered now
+    const kept = await registeredThings(net, 10);
     // In creation order: none but the last is the nursery's last, and the nursery is empty anyway.
     for (const thing of kept.slice(0, 5)) {
       thing.release();
@@ -187,15 +194,7 @@ describe("what the program does to an object", () => {
   test("own properties of any key, another prototype: the object is registered and unregistered as any other", async () => {
     const finalized: string[] = [];
     const net = netOf(finalized);
-    let kept: Thing[] = [];
-    (() => {
-      for (let i = 0; i < 4; i++) {
-        const thing = new Thing(i);
-        net.add(thing);
-        kept.push(thing);
-      }
-    })();
-    await sleep(5); // registered now
+    let kept = await registeredThings(net, 4);
     // In a function of its own: an async function's frame may keep the last `thing` alive.
     (() => {
       for (const thing of kept) {
