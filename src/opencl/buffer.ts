@@ -309,7 +309,7 @@ export class Buffer {
     if ((this.#flags & MemFlags.USE_HOST_PTR) !== 0) {
       let entry: Destructor;
       try {
-        entry = this.#watch(false); // held, never in the net: nothing to tell it
+        entry = this.#watch();
       } catch (error) {
         // Without its destructor callback nobody could tell when the memory is free again: no buffer.
         const handle = this.#handle!;
@@ -386,9 +386,9 @@ export class Buffer {
 
   /**
    * Registers our one native destructor callback for this buffer, the first time it is needed, and
-   * tells the safety net (`inNet`: the buffer may be registered) that a destructor is now owed.
+   * tells the safety net that a destructor is now owed.
    */
-  #watch(inNet = true): Destructor {
+  #watch(): Destructor {
     let entry = this.#destructor;
     if (entry === undefined) {
       const handle = this.#live();
@@ -409,7 +409,7 @@ export class Buffer {
       }
       this.#destructor = entry;
       // Registered already, the finalizer must learn that a destructor is owed (see owedLater).
-      if (inNet) net.renew(this);
+      if (this.#inNet()) net.renew(this);
     }
     return entry;
   }
@@ -483,7 +483,7 @@ export class Buffer {
   retain(): this {
     check("clRetainMemObject", opencl().symbols.clRetainMemObject(this.#live()));
     this.#refs++;
-    net.renew(this);
+    if (this.#inNet()) net.renew(this);
     return this;
   }
 
@@ -508,15 +508,24 @@ export class Buffer {
   // caller (see Context.createBuffer).
   #releaseOther(handle: Pointer): void {
     const last = --this.#refs === 0;
-    if (last) {
-      net.remove(this);
-      this.#handle = null;
-    } else net.renew(this);
+    if (this.#inNet()) {
+      if (last) net.remove(this);
+      else net.renew(this);
+    }
+    if (last) this.#handle = null;
     const entry = this.#destructor;
     const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
     if (last) cls.disown(this.#context);
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
     if (last && entry !== undefined) owedLater(entry);
+  }
+
+  /**
+   * Whether the safety net may hold it: a `hostPtr: "use"` buffer never does (see the constructor),
+   * and asking its registry about one anyway cost 7-9 ns a buffer (bench/js-cost.ts "hostPtr memlife").
+   */
+  #inNet(): boolean {
+    return (this.#flags & MemFlags.USE_HOST_PTR) === 0;
   }
 
   [Symbol.dispose](): void {
