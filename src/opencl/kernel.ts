@@ -668,6 +668,10 @@ export function ndrangeSizes(
   // getter that enqueued another kernel would write its own sizes there.
   const sizes = [0, 0, 0];
   for (let i = 0; i < dim; i++) sizes[i] = positive(global[i], `globalSize[${i}]`);
+  // 2^32 work-groups or more, in one dimension or in all: PoCL 3.1 numbers them in 32 bits, and
+  // the kernel dies (SIGILL, SIGFPE, a failed assertion; plain C too) or silently skips
+  // work-items. No device runs that many; refused for every driver.
+  let groups = 1;
   let l: BigUint64Array | null = null;
   if (local !== undefined) {
     if (!Array.isArray(local) || listLength(local, "local") !== dim) {
@@ -678,16 +682,25 @@ export function ndrangeSizes(
     // non-uniform last group, 1.2 devices refuse it with CL_INVALID_WORK_GROUP_SIZE.
     for (let i = 0; i < dim; i++) {
       const size = positive(local[i], `local[${i}]`);
-      // 2^32 work-groups or more in a dimension: PoCL 3.1 truncates the count to 32 bits and the
-      // kernel dies (SIGILL, SIGFPE; plain C too). No device runs that many; refused for every driver.
-      if (Math.ceil(sizes[i] / size) >= 2 ** 32) {
-        throw new RangeError(
-          `globalSize[${i}] / local[${i}] makes ${
-            Math.ceil(sizes[i] / size)
-          } work-groups in one dimension: at most 2^32 - 1`,
-        );
-      }
+      groups *= Math.ceil(sizes[i] / size);
       l[i] = BigInt(size);
+    }
+    if (groups >= 2 ** 32) {
+      throw new RangeError(
+        `globalSize / local makes ${groups} work-groups (${
+          sizes.slice(0, dim).map((s, i) => Math.ceil(s / Number(l![i]))).join(" x ")
+        }): at most 2^32 - 1`,
+      );
+    }
+  } else {
+    // The driver picks the work-group size, and may pick 1 (PoCL does for a prime size): every
+    // work-item may be a work-group of its own.
+    for (let i = 0; i < dim; i++) groups *= sizes[i];
+    if (groups >= 2 ** 32) {
+      throw new RangeError(
+        `globalSize makes ${groups} work-items, which without a local size may be as many work-groups ` +
+          "(at most 2^32 - 1): give local",
+      );
     }
   }
   let o: BigUint64Array | null = null;
