@@ -56,6 +56,9 @@ export class Program extends ContextChild {
     if (source.length === 0) {
       throw new RangeError("createProgram: the source is empty (clCreateProgramWithSource rejects it)");
     }
+    // The length passed goes past a NUL, but PoCL 3.1 ends the source there: the kernels after it
+    // were silently missing.
+    if (source.includes("\0")) throw new TypeError("createProgram: the source must not contain NUL characters");
     const bytes = encoder.encode(source);
     const strings = pointerArray([backend.pointerOf(bytes)]);
     const lengths = new BigUint64Array(new ArrayBuffer(8));
