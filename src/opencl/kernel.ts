@@ -246,19 +246,26 @@ let clSetKernelArgSVMPointer: ((...args: unknown[]) => unknown) | undefined;
 /**
  * The names a program's source makes aliases of OpenCL object types, through typedefs (chains
  * included): the driver reports an argument by its alias (`typedef sampler_t smp;` reads "smp"),
- * which passed for a struct of 8 bytes (PoCL crashed in clSetKernelArg).
+ * which passed for a struct of 8 bytes (PoCL crashed in clSetKernelArg). Read as the preprocessor
+ * would first see it (comments and continued lines), with the lists of a typedef
+ * (`typedef sampler_t a, b;`) and the object-like macros of the source and of `-D` build options
+ * that name such a type (`#define SMP sampler_t`, then `typedef SMP s;`): each of those hid one.
+ * A typedef a function-like macro makes, or an `#include`d header's, is beyond it.
  */
-export function typedefsOfOpaqueTypes(source: string): ReadonlySet<string> {
+export function typedefsOfOpaqueTypes(source: string, options = ""): ReadonlySet<string> {
   const found = new Set<string>();
   const typedefs: [base: string, alias: string][] = [];
-  const pattern =
-    /\btypedef\s+((?:(?:__)?(?:read_only|write_only|read_write|const)\s+)*)([A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s*;/g;
-  for (const m of source.matchAll(pattern)) typedefs.push([`${m[1]}${m[2]}`, m[3]]);
+  const text = source.replace(/\\\r?\n/g, "").replace(/\/\*[\s\S]*?\*\/|\/\/[^\n]*/g, " ");
+  for (const m of text.matchAll(typedefPattern)) {
+    // A pointer to an object type (`*p`) is not one.
+    for (const name of m[2].split(",")) if (!name.includes("*")) typedefs.push([m[1], name.trim()]);
+  }
+  for (const m of text.matchAll(definePattern)) typedefs.push([m[2], m[1]]);
+  for (const m of options.matchAll(optionDefinePattern)) typedefs.push([m[2], m[1]]);
   for (let grew = true; grew;) {
     grew = false;
     for (const [base, alias] of typedefs) {
-      const bare = base.replace(/^(?:(?:__)?(?:read_only|write_only|read_write|const)\s+)*/, "");
-      if (!found.has(alias) && (openclObjectType.test(bare) || found.has(bare))) {
+      if (!found.has(alias) && (openclObjectType.test(base) || found.has(base))) {
         found.add(alias);
         grew = true;
       }
@@ -266,6 +273,21 @@ export function typedefsOfOpaqueTypes(source: string): ReadonlySet<string> {
   }
   return found;
 }
+
+const qualifiers = String.raw`(?:(?:__)?(?:read_only|write_only|read_write)|const|volatile)`;
+/** `typedef [qualifiers] base [qualifiers] name[, name...];` (a name may be a pointer's, `*name`). */
+const typedefPattern = new RegExp(
+  String.raw`\btypedef\s+(?:${qualifiers}\s+)*([A-Za-z_]\w*)(?:\s+${qualifiers}\b)*\s*(\**\s*[A-Za-z_]\w*` +
+    String.raw`(?:\s*,\s*\**\s*[A-Za-z_]\w*)*)\s*;`,
+  "g",
+);
+/** `#define NAME [qualifiers] base`, an object-like macro whose body is one type. */
+const definePattern = new RegExp(
+  String.raw`^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(?:${qualifiers}[ \t]+)*([A-Za-z_]\w*)[ \t]*$`,
+  "gm",
+);
+/** `-DNAME=base` or `-D NAME=base` in build options. */
+const optionDefinePattern = /(?:^|\s)-D\s*([A-Za-z_]\w*)=([A-Za-z_]\w*)(?=\s|$)/g;
 
 /** CL_KERNEL_ARG_ACCESS_NONE: any other access qualifier is an image's or a pipe's. */
 const KERNEL_ARG_ACCESS_NONE = 0x11a3;

@@ -74,11 +74,13 @@ export class Program extends ContextChild {
       | null;
     if (handle === null) throw new OpenCLError("clCreateProgramWithSource", errcode[0]);
     super(fromFactory, handle, context, kind);
+    this.#sourceText = source;
     this.#opaqueAliases = typedefsOfOpaqueTypes(source);
   }
 
-  /** For its kernels' setArg (src/opencl/kernel.ts), given to each as it is made. */
-  readonly #opaqueAliases: ReadonlySet<string>;
+  /** For its kernels' setArg (src/opencl/kernel.ts), given to each as it is made; each build adds its `-D` options'. */
+  #opaqueAliases: ReadonlySet<string>;
+  readonly #sourceText: string;
 
   /**
    * Compiles and links the program for `devices` (default: every device of the context) with
@@ -137,6 +139,8 @@ export class Program extends ContextChild {
         error.buildLog = logs;
         throw error;
       }
+      // Kernels made from now on are this build's: its -D options may alias an object type too.
+      this.#opaqueAliases = typedefsOfOpaqueTypes(this.#sourceText, options);
     } finally {
       opencl().symbols.clReleaseProgram(handle);
       cls.disown(this.#context);
