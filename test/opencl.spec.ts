@@ -43,6 +43,16 @@ describe("platforms and devices", () => {
     }
     assert.throws(() => platforms[0].getDevices(0), RangeError);
   });
+
+  test("a device given twice to createContext counts once, as OpenCL ignores duplicates (a hostile pass)", () => {
+    const [device] = cl.getPlatforms()[0].getDevices();
+    const again = cl.getPlatforms()[0].getDevices()[0]; // another wrapper of the same cl_device_id
+    using ctx = cl.createContext([device, again, device]);
+    assert.equal(ctx.devices.length, 1);
+    assert.equal(ctx.devices[0], device);
+    using queue = ctx.createCommandQueue(again); // the same device, by its handle
+    assert.equal(queue.device.unsafeHandle, device.unsafeHandle);
+  });
 });
 
 describe("clSetMemObjectDestructorCallback", () => {

@@ -1,6 +1,6 @@
 /** Contexts: the parent of buffers, queues, events and SVM allocations. */
 import type { Pointer } from "../../ffi/types.ts";
-import { envVar } from "../backend.ts";
+import { backend, envVar } from "../backend.ts";
 import { finalizerState, SafetyNet } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { ContextInfo, MemFlags } from "./constants.ts";
@@ -122,7 +122,10 @@ export class Context {
 
   /** @internal use `cl.createContext()`. */
   constructor(devices?: readonly Device[]) {
-    const list = Device[deviceList](devices ?? [defaultDevice()], "createContext's devices");
+    const given = Device[deviceList](devices ?? [defaultDevice()], "createContext's devices");
+    // OpenCL ignores a device given twice: so does `devices`, which counted it twice (a hostile pass).
+    const addresses = given.map((d) => backend.address(Device[handleOf](d)));
+    const list = given.filter((_, i) => addresses.indexOf(addresses[i]) === i);
     const platform = list[0].platform;
     if (list.some((d) => d.platform !== platform)) {
       throw new TypeError("all devices of a context must come from one platform");
