@@ -138,6 +138,22 @@ describe("monitors that misbehave otherwise", () => {
     70_000,
   );
 
+  test(
+    "returning a promise whose constructor getter throws allows, inside addTriangleMesh and from a TBB worker; each failure reaches onCallbackError once",
+    async () => {
+      const { code, report, stderr } = await scenario("promise-constructor", true);
+      assert.equal(code, 0, stderr);
+      assert.equal(report.mesh, "ok");
+      assert.equal(report.settled, "ok");
+      assert.equal(report.returned, 2);
+      assert.deepEqual(report.reported, [
+        "memoryMonitor:Error(constructor getter threw)",
+        "memoryMonitor:Error(constructor getter threw)",
+      ]);
+    },
+    70_000,
+  );
+
   test("re-entering memlife (device.memory, newScene, release) inside the monitor", async () => {
     const { code, report, stderr } = await scenario("reenter");
     assert.equal(code, 0, stderr);

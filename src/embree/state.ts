@@ -415,9 +415,11 @@ function errorOf(op: Operation): EmbreeError {
  */
 function settleLater(result: unknown): void {
   if ((typeof result !== "object" || result === null) && typeof result !== "function") return;
-  // Promise.resolve reads `then` once and calls it with real resolving functions, later, on a job
-  // of its own: a thenable that fulfils, rejects twice or throws settles once, as a promise does.
-  Promise.resolve(result).then(undefined, (error) => reportCallbackError(error, "memoryMonitor"));
+  // A resolving function reads `then` once and calls it with real resolving functions, later, on a
+  // job of its own: a thenable that fulfils, rejects twice or throws settles once, as a promise does.
+  // Not Promise.resolve: it reads a real promise's `constructor` at once, and a getter there that
+  // threw escaped the monitor's trampoline (Node hung in the commit; Bun died, Deno failed the call).
+  new Promise((resolve) => resolve(result)).then(undefined, (error) => reportCallbackError(error, "memoryMonitor"));
 }
 
 /** Test and diagnostics only: how many device states are still in the table. */
