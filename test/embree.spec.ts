@@ -59,6 +59,20 @@ test("Embree loads; rtc.version names it", () => {
   assert.equal(device.getProperty(rtc.DeviceProperty.VERSION_MAJOR), v.major);
 });
 
+test("rtc.DeviceProperty and the version objects cannot be rewritten: a new device still reads its version", () => {
+  const v = rtc.load();
+  const versionBefore = rtc.DeviceProperty.VERSION;
+  // memlife reads DeviceProperty.VERSION for every new device: written over, each device's version
+  // said "3 (the library reported version 1)" (a hostile pass).
+  assert.throws(() => void ((rtc.DeviceProperty as { VERSION: number }).VERSION = 1), TypeError);
+  assert.equal(rtc.DeviceProperty.VERSION, versionBefore);
+  // rtc.version is the first device's: one module writing to it changed what every other one read.
+  assert.throws(() => void ((rtc.version as { major: number }).major = 99), TypeError);
+  using device = rtc.newDevice();
+  assert.deepEqual(device.version, v);
+  assert.throws(() => void ((device.version as { string: string }).string = ""), TypeError);
+});
+
 describe("rtcSetDeviceMemoryMonitorFunction (after Embree's MemoryMonitorTest)", () => {
   test("random scenes built and released with a counting monitor leave 0 bytes, no error", async () => {
     using device = rtc.newDevice();

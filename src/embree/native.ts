@@ -9,14 +9,19 @@ import { openLibrary } from "../library.ts";
 export type EmbreeLibrary = NativeLibrary<typeof embreeSymbols>;
 export type EmbreeSymbols = EmbreeLibrary["symbols"];
 
-/** enum RTCDeviceProperty (the same values in Embree 3 and 4). */
-export const DeviceProperty = {
-  VERSION: 0,
-  VERSION_MAJOR: 1,
-  VERSION_MINOR: 2,
-  VERSION_PATCH: 3,
-  TASKING_SYSTEM: 128,
-} as const;
+/**
+ * enum RTCDeviceProperty (the same values in Embree 3 and 4). Frozen: every new device reads its
+ * version through VERSION, and a program that wrote over it gave every later device a wrong one.
+ */
+export const DeviceProperty = Object.freeze(
+  {
+    VERSION: 0,
+    VERSION_MAJOR: 1,
+    VERSION_MINOR: 2,
+    VERSION_PATCH: 3,
+    TASKING_SYSTEM: 128,
+  } as const,
+);
 
 export const GEOMETRY_TYPE_TRIANGLE = 0;
 export const BUFFER_TYPE_INDEX = 0;
@@ -81,9 +86,16 @@ export function embreeMajor(): number {
  */
 export function versionFrom(encoded: number): Version {
   const path = embree().path;
+  // Frozen: the first device's is also `rtc.version`, which every module of the program reads.
   if (!Number.isSafeInteger(encoded) || encoded < 0 || Math.floor(encoded / 10000) !== major) {
-    return { major, minor: 0, patch: 0, string: `${major} (the library reported version ${encoded})`, path };
+    return Object.freeze({
+      major,
+      minor: 0,
+      patch: 0,
+      string: `${major} (the library reported version ${encoded})`,
+      path,
+    });
   }
   const v = { major, minor: Math.floor(encoded / 100) % 100, patch: encoded % 100 };
-  return { ...v, string: `${v.major}.${v.minor}.${v.patch}`, path };
+  return Object.freeze({ ...v, string: `${v.major}.${v.minor}.${v.patch}`, path });
 }
