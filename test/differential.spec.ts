@@ -261,14 +261,35 @@ describe("OpenCL, as C sees it", () => {
   group("clSVMAlloc: flags, alignments, sizes", (k) => k.startsWith("cl.svmAlloc.") && !isKnown(k));
   group("known: svmAlloc alignment 2 ** 32 is refused, not truncated", known.alignmentWrap);
   group("clEnqueueSVMFree: callback arguments in order, empty list, event", (k) => k.startsWith("cl.svmFree."));
+  group(
+    "programs: source, build status and log, kernel names, failed builds",
+    (k) => k.startsWith("cl.program."),
+  );
+  group("kernels: names, argument info, work-group info", (k) => k.startsWith("cl.kernel."));
+  group("clEnqueueNDRangeKernel: errors, offsets, command types, results", (k) => k.startsWith("cl.ndrange."));
+  group(
+    "copies, fills, markers, barriers: errors, command types, results",
+    (k) => /^cl\.(copy|fill|marker|barrier)\./.test(k),
+  );
+  group(
+    "SVM fill, copy, map and unmap: command types, contents",
+    (k) => /^cl\.svm(MemFill|Memcpy|Map|Unmap)\./.test(k),
+  );
 });
 
 describe("Embree threads=1, as C sees it", () => {
   group("rtcNewDevice configurations", (k) => k.startsWith("rtc.newDevice("));
   group("rtcGetDeviceProperty values and errors", (k) => k.startsWith("rtc.getProperty(") && !isKnown(k));
   group("known: getProperty(2 ** 32 + 1) is refused, not truncated", known.propertyWrap);
-  group("monitor calls of device, scene, mesh, commit, releases", (k) => k.startsWith("rtc.run.") && !isRay(k));
-  group("intersect1: hits, misses, tfar and mask as rtcIntersect1 gives them", isRay);
+  group(
+    "monitor calls of device, scene, mesh, commit, releases; device.memory",
+    (k) => k.startsWith("rtc.run.") && !isRay(k),
+  );
+  group(
+    "intersect1: hits, misses, barycentrics, normals, tnear, tfar, time and mask as rtcIntersect1 gives them",
+    isRay,
+  );
+  group("two meshes in a scene, an empty scene", (k) => k.startsWith("rtc.scenes.") && !isRay(k));
   group("monitor refusing addTriangleMesh's first allocation", (k) => k.startsWith("rtc.refuseMesh."));
   group("monitor refusing the commit's first allocation", (k) => k.startsWith("rtc.refuseCommit."));
   group("monitor calls of a scene released after its device", (k) => k.startsWith("rtc.deviceFirst.") && !isRay(k));

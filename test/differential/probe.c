@@ -144,6 +144,324 @@ static cl_int event_int(cl_event e, cl_event_info param) {
   return v;
 }
 
+/* A program, its kernels and the commands that run them: probe.ts's programs, call for call. */
+static const char *program_source =
+  "typedef struct { int a; float b; } pair;\n"
+  "__kernel __attribute__((reqd_work_group_size(4, 1, 1)))\n"
+  "void scale(__global float *x, const float k, __local int *scratch, __constant uint4 *table, pair p) {\n"
+  "  size_t i = get_global_id(0);\n"
+  "  scratch[get_local_id(0)] = (int)i;\n"
+  "  x[i] = x[i] * k + (float)table[0].x + p.b;\n"
+  "}\n"
+  "__kernel void add(__global const int *a, __global const int *b, __global int *c) {\n"
+  "  size_t i = get_global_id(0);\n"
+  "  c[i] = a[i] + b[i];\n"
+  "}\n";
+
+static char *program_string(cl_program p, cl_program_info param) {
+  size_t n = 0;
+  clGetProgramInfo(p, param, 0, NULL, &n);
+  char *s = calloc(n + 1, 1);
+  clGetProgramInfo(p, param, n, s, NULL);
+  return s;
+}
+static char *build_log(cl_program p, cl_device_id d) {
+  size_t n = 0;
+  clGetProgramBuildInfo(p, d, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+  char *s = calloc(n + 1, 1);
+  clGetProgramBuildInfo(p, d, CL_PROGRAM_BUILD_LOG, n, s, NULL);
+  return s;
+}
+static void put_build_status(const char *key, cl_program p, cl_device_id d) {
+  cl_build_status status = 0;
+  cl_int err = clGetProgramBuildInfo(p, d, CL_PROGRAM_BUILD_STATUS, sizeof status, &status, NULL);
+  if (err != CL_SUCCESS) put_code(key, "clGetProgramBuildInfo", err);
+  else put_int(key, status);
+}
+/* memlife's kernelNames: the ';'-separated list split, [] for "". */
+static void put_kernel_names(const char *key, cl_program p) {
+  size_t n = 0;
+  cl_int err = clGetProgramInfo(p, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &n);
+  if (err != CL_SUCCESS) return put_code(key, "clGetProgramInfo", err);
+  char *s = program_string(p, CL_PROGRAM_KERNEL_NAMES);
+  begin(key);
+  printf("[");
+  if (*s) {
+    char *save = NULL;
+    int first = 1;
+    for (char *w = s;; first = 0) {
+      char *semi = strchr(w, ';');
+      if (semi) *semi = 0;
+      if (!first) printf(",");
+      json_string(w);
+      if (!semi) break;
+      w = semi + 1;
+    }
+    (void)save;
+  }
+  printf("]");
+  end();
+  free(s);
+}
+static void put_num_kernels(const char *key, cl_program p) {
+  size_t n = 0;
+  cl_int err = clGetProgramInfo(p, CL_PROGRAM_NUM_KERNELS, sizeof n, &n, NULL);
+  if (err != CL_SUCCESS) put_code(key, "clGetProgramInfo", err);
+  else put_int(key, (long long)n);
+}
+/* memlife's argInfo(i): name, type name and address space. */
+static void put_arg_info(const char *key, cl_kernel k, cl_uint i) {
+  char name[256] = "", type[256] = "";
+  cl_kernel_arg_address_qualifier address = 0;
+  cl_int err = clGetKernelArgInfo(k, i, CL_KERNEL_ARG_NAME, sizeof name, name, NULL);
+  if (err == CL_SUCCESS) err = clGetKernelArgInfo(k, i, CL_KERNEL_ARG_TYPE_NAME, sizeof type, type, NULL);
+  if (err == CL_SUCCESS) err = clGetKernelArgInfo(k, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof address, &address, NULL);
+  if (err != CL_SUCCESS) return put_code(key, "clGetKernelArgInfo", err);
+  const char *space = address == CL_KERNEL_ARG_ADDRESS_GLOBAL ? "global"
+                    : address == CL_KERNEL_ARG_ADDRESS_LOCAL ? "local"
+                    : address == CL_KERNEL_ARG_ADDRESS_CONSTANT ? "constant"
+                    : address == CL_KERNEL_ARG_ADDRESS_PRIVATE ? "private" : "(other)";
+  begin(key);
+  printf("{\"name\":"); json_string(name); printf(",\"typeName\":"); json_string(type);
+  printf(",\"addressSpace\":"); json_string(space); printf("}");
+  end();
+}
+static void put_work_group(const char *prefix, cl_kernel k, cl_device_id d) {
+  char key[96];
+  size_t wg = 0, multiple = 0, compile[3] = {0};
+  cl_ulong local = 0;
+  clGetKernelWorkGroupInfo(k, d, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+  clGetKernelWorkGroupInfo(k, d, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, sizeof multiple, &multiple, NULL);
+  clGetKernelWorkGroupInfo(k, d, CL_KERNEL_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
+  clGetKernelWorkGroupInfo(k, d, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof compile, compile, NULL);
+  snprintf(key, sizeof key, "%s.workGroupSize", prefix); put_int(key, (long long)wg);
+  snprintf(key, sizeof key, "%s.preferredWorkGroupSizeMultiple", prefix); put_int(key, (long long)multiple);
+  snprintf(key, sizeof key, "%s.localMemSize", prefix); put_int(key, (long long)local);
+  snprintf(key, sizeof key, "%s.compileWorkGroupSize", prefix);
+  begin(key); printf("[%zu,%zu,%zu]", compile[0], compile[1], compile[2]); end();
+}
+/* An enqueue's code, then its event's command type and status after the wait. */
+static void put_command(const char *prefix, const char *fn, cl_int err, cl_event ev) {
+  char key[96];
+  snprintf(key, sizeof key, "%s.enqueue", prefix);
+  put_code(key, fn, err);
+  if (err != CL_SUCCESS) return;
+  snprintf(key, sizeof key, "%s.commandType", prefix);
+  put_int(key, event_int(ev, CL_EVENT_COMMAND_TYPE));
+  snprintf(key, sizeof key, "%s.wait", prefix);
+  put_code(key, "clWaitForEvents", clWaitForEvents(1, &ev));
+  snprintf(key, sizeof key, "%s.status", prefix);
+  put_int(key, event_int(ev, CL_EVENT_COMMAND_EXECUTION_STATUS));
+  clReleaseEvent(ev);
+}
+static void put_ints(const char *key, const cl_int *v, int n) {
+  begin(key);
+  printf("[");
+  for (int i = 0; i < n; i++) printf(i ? ",%d" : "%d", v[i]);
+  printf("]");
+  end();
+}
+
+static void programs(cl_context ctx, cl_command_queue queue, cl_device_id device, cl_device_svm_capabilities caps) {
+  cl_int err;
+  char *s;
+  cl_ulong local_mem = 0;
+  clGetDeviceInfo(device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem, &local_mem, NULL);
+  put_int("cl.device.localMemSize", (long long)local_mem);
+
+  size_t length = strlen(program_source);
+  cl_program program = clCreateProgramWithSource(ctx, 1, &program_source, &length, &err);
+  put_code("cl.program.create", "clCreateProgramWithSource", err);
+  put_string("cl.program.source", s = program_string(program, CL_PROGRAM_SOURCE)); free(s);
+  put_build_status("cl.program.buildStatusBefore", program, device);
+  put_kernel_names("cl.program.kernelNamesBeforeBuild", program);
+  put_num_kernels("cl.program.numKernelsBeforeBuild", program);
+  clCreateKernel(program, "add", &err);
+  put_code("cl.program.createKernelBeforeBuild", "clCreateKernel", err);
+  /* memlife adds -cl-kernel-arg-info to every build, for setArg's checks. */
+  put_code("cl.program.build", "clBuildProgram", clBuildProgram(program, 0, NULL, "-cl-kernel-arg-info", NULL, NULL));
+  put_build_status("cl.program.buildStatus", program, device);
+  put_string("cl.program.buildLog", s = build_log(program, device)); free(s);
+  put_kernel_names("cl.program.kernelNames", program);
+  put_num_kernels("cl.program.numKernels", program);
+  clCreateKernel(program, "nope", &err);
+  put_code("cl.program.createKernel(nope)", "clCreateKernel", err);
+
+  cl_kernel scale = clCreateKernel(program, "scale", &err);
+  cl_kernel add = clCreateKernel(program, "add", &err);
+  static const struct { const char *name; cl_kernel *k; } kernels[] = {{"scale", NULL}, {"add", NULL}};
+  (void)kernels;
+  cl_kernel both[2] = {scale, add};
+  const char *names[2] = {"scale", "add"};
+  for (int j = 0; j < 2; j++) {
+    char key[96], fname[64] = "";
+    cl_uint nargs = 0;
+    clGetKernelInfo(both[j], CL_KERNEL_FUNCTION_NAME, sizeof fname, fname, NULL);
+    clGetKernelInfo(both[j], CL_KERNEL_NUM_ARGS, sizeof nargs, &nargs, NULL);
+    snprintf(key, sizeof key, "cl.kernel.%s.name", names[j]); put_string(key, fname);
+    snprintf(key, sizeof key, "cl.kernel.%s.numArgs", names[j]); put_int(key, nargs);
+    for (cl_uint i = 0; i < nargs; i++) {
+      snprintf(key, sizeof key, "cl.kernel.%s.argInfo(%u)", names[j], i);
+      put_arg_info(key, both[j], i);
+    }
+    snprintf(key, sizeof key, "cl.kernel.%s", names[j]);
+    put_work_group(key, both[j], device);
+  }
+  /* clCreateKernelsInProgram: the names, in the order the driver gives them. */
+  cl_uint nk = 0;
+  clCreateKernelsInProgram(program, 0, NULL, &nk);
+  cl_kernel *all = calloc(nk, sizeof *all);
+  clCreateKernelsInProgram(program, nk, all, NULL);
+  begin("cl.program.createKernels");
+  printf("[");
+  for (cl_uint i = 0; i < nk; i++) {
+    char fname[64] = "";
+    clGetKernelInfo(all[i], CL_KERNEL_FUNCTION_NAME, sizeof fname, fname, NULL);
+    if (i) printf(",");
+    json_string(fname);
+    clReleaseKernel(all[i]);
+  }
+  printf("]");
+  end();
+  free(all);
+
+  /* Running add: c = a + b over 16 ints. */
+  cl_int a[16], b[16], c[16] = {0};
+  for (int i = 0; i < 16; i++) a[i] = i, b[i] = 100 * i;
+  cl_mem ma = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof a, a, &err);
+  cl_mem mb = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof b, b, &err);
+  cl_mem mc = clCreateBuffer(ctx, CL_MEM_READ_WRITE, sizeof c, NULL, &err);
+  size_t sz = 0;
+  clGetMemObjectInfo(mc, CL_MEM_SIZE, sizeof sz, &sz, NULL);
+  put_int("cl.buffer.plain.size", (long long)sz);
+  cl_mem_flags flags = 0;
+  clGetMemObjectInfo(mc, CL_MEM_FLAGS, sizeof flags, &flags, NULL);
+  put_int("cl.buffer.plain.flags", (long long)flags);
+  cl_event ev = NULL;
+  size_t global = 16, local4 = 4, local8 = 8;
+  /* Arguments not set yet. */
+  err = clEnqueueNDRangeKernel(queue, add, 1, NULL, &global, NULL, 0, NULL, &ev);
+  put_code("cl.ndrange.argsNotSet", "clEnqueueNDRangeKernel", err);
+  if (err == CL_SUCCESS) clWaitForEvents(1, &ev), clReleaseEvent(ev);
+  clSetKernelArg(add, 0, sizeof ma, &ma);
+  clSetKernelArg(add, 1, sizeof mb, &mb);
+  clSetKernelArg(add, 2, sizeof mc, &mc);
+  ev = NULL;
+  err = clEnqueueNDRangeKernel(queue, add, 1, NULL, &global, NULL, 0, NULL, &ev);
+  put_command("cl.ndrange.add", "clEnqueueNDRangeKernel", err, ev);
+  clEnqueueReadBuffer(queue, mc, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL);
+  put_ints("cl.ndrange.add.result", c, 16);
+  size_t offset = 4, global8 = 8;
+  ev = NULL;
+  for (int i = 0; i < 16; i++) c[i] = -1;
+  clEnqueueWriteBuffer(queue, mc, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL);
+  err = clEnqueueNDRangeKernel(queue, add, 1, &offset, &global8, &local4, 0, NULL, &ev);
+  put_command("cl.ndrange.addOffset", "clEnqueueNDRangeKernel", err, ev);
+  clEnqueueReadBuffer(queue, mc, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL);
+  put_ints("cl.ndrange.addOffset.result", c, 16);
+  /* The required work-group size is 4: 8 is refused. */
+  cl_mem mx = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 16 * sizeof(float), NULL, &err);
+  cl_uint table[4] = {1, 2, 3, 4};
+  cl_mem mt = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof table, table, &err);
+  float k = 2;
+  struct { cl_int a; cl_float b; } pair = {7, 0.5f};
+  clSetKernelArg(scale, 0, sizeof mx, &mx);
+  clSetKernelArg(scale, 1, sizeof k, &k);
+  clSetKernelArg(scale, 2, 4 * sizeof(cl_int), NULL);
+  clSetKernelArg(scale, 3, sizeof mt, &mt);
+  clSetKernelArg(scale, 4, sizeof pair, &pair);
+  ev = NULL;
+  err = clEnqueueNDRangeKernel(queue, scale, 1, NULL, &global, &local8, 0, NULL, &ev);
+  put_code("cl.ndrange.wrongLocal", "clEnqueueNDRangeKernel", err);
+  if (err == CL_SUCCESS) clWaitForEvents(1, &ev), clReleaseEvent(ev);
+  float x[16];
+  for (int i = 0; i < 16; i++) x[i] = (float)i;
+  clEnqueueWriteBuffer(queue, mx, CL_TRUE, 0, sizeof x, x, 0, NULL, NULL);
+  ev = NULL;
+  err = clEnqueueNDRangeKernel(queue, scale, 1, NULL, &global, &local4, 0, NULL, &ev);
+  put_command("cl.ndrange.scale", "clEnqueueNDRangeKernel", err, ev);
+  clEnqueueReadBuffer(queue, mx, CL_TRUE, 0, sizeof x, x, 0, NULL, NULL);
+  begin("cl.ndrange.scale.result");
+  printf("[");
+  for (int i = 0; i < 16; i++) printf(i ? ",%.17g" : "%.17g", (double)x[i]);
+  printf("]");
+  end();
+  put_work_group("cl.kernel.scaleAfterArgs", scale, device);
+
+  /* Copies, fills, markers and barriers. */
+  ev = NULL;
+  err = clEnqueueCopyBuffer(queue, ma, mc, 0, 0, sizeof a, 0, NULL, &ev);
+  put_command("cl.copy", "clEnqueueCopyBuffer", err, ev);
+  ev = NULL;
+  err = clEnqueueCopyBuffer(queue, mc, mc, 0, 8, 16, 0, NULL, &ev);
+  put_code("cl.copy.overlap", "clEnqueueCopyBuffer", err);
+  if (err == CL_SUCCESS) clWaitForEvents(1, &ev), clReleaseEvent(ev);
+  ev = NULL;
+  err = clEnqueueCopyBuffer(queue, mc, mc, 0, 32, 32, 0, NULL, &ev);
+  put_command("cl.copy.sameBufferApart", "clEnqueueCopyBuffer", err, ev);
+  clEnqueueReadBuffer(queue, mc, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL);
+  put_ints("cl.copy.result", c, 16);
+  cl_int pattern = 0x01020304;
+  ev = NULL;
+  err = clEnqueueFillBuffer(queue, mc, &pattern, sizeof pattern, 8, 16, 0, NULL, &ev);
+  put_command("cl.fill", "clEnqueueFillBuffer", err, ev);
+  clEnqueueReadBuffer(queue, mc, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL);
+  put_ints("cl.fill.result", c, 16);
+  ev = NULL;
+  err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &ev);
+  put_command("cl.marker", "clEnqueueMarkerWithWaitList", err, ev);
+  ev = NULL;
+  err = clEnqueueBarrierWithWaitList(queue, 0, NULL, &ev);
+  put_command("cl.barrier", "clEnqueueBarrierWithWaitList", err, ev);
+
+  if (caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) {
+    cl_int *svm = clSVMAlloc(ctx, CL_MEM_READ_WRITE, 64, 0);
+    ev = NULL;
+    err = clEnqueueSVMMemFill(queue, svm, &pattern, sizeof pattern, 64, 0, NULL, &ev);
+    put_command("cl.svmMemFill", "clEnqueueSVMMemFill", err, ev);
+    ev = NULL;
+    err = clEnqueueSVMMemcpy(queue, CL_FALSE, svm, a, 32, 0, NULL, &ev);
+    put_command("cl.svmMemcpy", "clEnqueueSVMMemcpy", err, ev);
+    ev = NULL;
+    err = clEnqueueSVMMap(queue, CL_FALSE, CL_MAP_READ | CL_MAP_WRITE, svm, 64, 0, NULL, &ev);
+    put_command("cl.svmMap", "clEnqueueSVMMap", err, ev);
+    put_ints("cl.svmMap.contents", svm, 16);
+    ev = NULL;
+    err = clEnqueueSVMUnmap(queue, svm, 0, NULL, &ev);
+    put_command("cl.svmUnmap", "clEnqueueSVMUnmap", err, ev);
+    clFinish(queue);
+    clSVMFree(ctx, svm);
+  }
+
+  /* Builds that fail. */
+  const char *broken = "__kernel void broken(__global int *x) { x[0] = undeclared; }\n";
+  length = strlen(broken);
+  cl_program bad = clCreateProgramWithSource(ctx, 1, &broken, &length, &err);
+  put_code("cl.program.broken.build", "clBuildProgram", clBuildProgram(bad, 0, NULL, "-cl-kernel-arg-info", NULL, NULL));
+  put_build_status("cl.program.broken.buildStatus", bad, device);
+  s = build_log(bad, device);
+  begin("cl.program.broken.buildLogMentions");
+  printf(strstr(s, "undeclared") ? "true" : "false");
+  end();
+  free(s);
+  put_kernel_names("cl.program.broken.kernelNames", bad);
+  clReleaseProgram(bad);
+  length = strlen(program_source);
+  bad = clCreateProgramWithSource(ctx, 1, &program_source, &length, &err);
+  put_code("cl.program.badOptions.build", "clBuildProgram", clBuildProgram(bad, 0, NULL, "-cl-std=CL9.9 -cl-kernel-arg-info", NULL, NULL));
+  put_build_status("cl.program.badOptions.buildStatus", bad, device);
+  clReleaseProgram(bad);
+
+  clReleaseMemObject(ma);
+  clReleaseMemObject(mb);
+  clReleaseMemObject(mc);
+  clReleaseMemObject(mx);
+  clReleaseMemObject(mt);
+  clReleaseKernel(scale);
+  clReleaseKernel(add);
+  clReleaseProgram(program);
+}
+
 static void opencl(void) {
   cl_uint nplatforms = 0;
   clGetPlatformIDs(0, NULL, &nplatforms);
@@ -412,6 +730,7 @@ static void opencl(void) {
       end();
     }
   }
+  programs(ctx, queue, device, caps);
   clReleaseCommandQueue(queue);
   clReleaseContext(other);
   clReleaseContext(ctx);
@@ -424,7 +743,8 @@ static void opencl(void) {
 static const char *phase = "";
 static char monitor_log[1 << 16];
 static size_t monitor_len;
-static long long monitor_sum;
+static long long monitor_sum, monitor_peak;
+static int monitor_calls, monitor_denied;
 /* The monitor refuses the first allocation (bytes > 0, !post) of this phase; NULL: none. */
 static const char *refuse_phase;
 static int refused;
@@ -434,6 +754,9 @@ static bool monitor(void *user, ssize_t bytes, bool post) {
   int refuse = 0;
   if (bytes > 0 && !post && refuse_phase && !refused && strcmp(phase, refuse_phase) == 0) refuse = refused = 1;
   if (!refuse || post || bytes <= 0) monitor_sum += bytes;
+  if (monitor_sum > monitor_peak) monitor_peak = monitor_sum;
+  monitor_calls++;
+  monitor_denied += refuse;
   monitor_len += snprintf(monitor_log + monitor_len, sizeof monitor_log - monitor_len, "%s[\"%s\",%zd,%s]",
                           monitor_len ? "," : "", phase, bytes, post ? "true" : "false");
   return !refuse;
@@ -458,6 +781,17 @@ static void flush_monitor(const char *key) {
   begin(key);
   printf("{\"calls\":[%s],\"sum\":%lld}", monitor_log, monitor_sum);
   end();
+  /* What memlife's device.memory says of the same calls: every call since the monitor was set,
+     refused pre-allocations left out of the bytes. */
+  char memory_key[96];
+  snprintf(memory_key, sizeof memory_key, "%.*s.memory", (int)(strlen(key) - strlen(".monitor")), key);
+  begin(memory_key);
+  printf("{\"accounting\":true,\"bytes\":%lld,\"peak\":%lld,\"calls\":%d,\"denied\":%d}", monitor_sum, monitor_peak,
+         monitor_calls, monitor_denied);
+  end();
+  monitor_peak = 0;
+  monitor_calls = 0;
+  monitor_denied = 0;
   monitor_len = 0;
   monitor_log[0] = 0;
   monitor_sum = 0;
@@ -501,12 +835,13 @@ out: {
   return failed;
 }
 
-/* memlife's intersect1 with tnear 0, time 0, and the ray mask given; "null" for a miss. */
-static void put_ray(const char *key, RTCScene scene, float ox, float oy, float oz, float dx, float dy, float dz, float tfar, unsigned mask) {
+/* memlife's intersect1 with every field given; "null" for a miss. */
+static void put_ray_segment(const char *key, RTCScene scene, float ox, float oy, float oz, float dx, float dy, float dz,
+                            float tnear, float tfar, float time, unsigned mask) {
   struct RTCRayHit rh;
   memset(&rh, 0, sizeof rh);
-  rh.ray.org_x = ox, rh.ray.org_y = oy, rh.ray.org_z = oz, rh.ray.tnear = 0;
-  rh.ray.dir_x = dx, rh.ray.dir_y = dy, rh.ray.dir_z = dz, rh.ray.time = 0;
+  rh.ray.org_x = ox, rh.ray.org_y = oy, rh.ray.org_z = oz, rh.ray.tnear = tnear;
+  rh.ray.dir_x = dx, rh.ray.dir_y = dy, rh.ray.dir_z = dz, rh.ray.time = time;
   rh.ray.tfar = tfar, rh.ray.mask = mask;
   rh.hit.geomID = RTC_INVALID_GEOMETRY_ID, rh.hit.instID[0] = RTC_INVALID_GEOMETRY_ID;
 #if EMBREE_MAJOR == 4
@@ -523,6 +858,11 @@ static void put_ray(const char *key, RTCScene scene, float ox, float oy, float o
               (double)rh.ray.tfar, rh.hit.geomID, rh.hit.primID, (double)rh.hit.u, (double)rh.hit.v,
               (double)rh.hit.Ng_x, (double)rh.hit.Ng_y, (double)rh.hit.Ng_z);
   end();
+}
+
+/* memlife's intersect1 with tnear 0, time 0, and the ray mask given. */
+static void put_ray(const char *key, RTCScene scene, float ox, float oy, float oz, float dx, float dy, float dz, float tfar, unsigned mask) {
+  put_ray_segment(key, scene, ox, oy, oz, dx, dy, dz, 0, tfar, 0, mask);
 }
 
 enum release_order { SCENE_FIRST, DEVICE_FIRST, SCENE_RETAINED };
@@ -581,6 +921,65 @@ static void monitored_run(const char *prefix, const char *refuse, enum release_o
   refuse_phase = NULL;
 }
 
+/* No monitor: two meshes in one scene (the second, one triangle at z = 2, facing the other way),
+   and rays that hit each triangle of a quad, edges, vertices, with tnear, time and scaled directions. */
+static void scenes(void) {
+  RTCDevice device = rtcNewDevice("threads=1");
+  rtcSetDeviceErrorFunction(device, on_error, NULL);
+  RTCScene empty = rtcNewScene(device);
+  rtcCommitScene(empty);
+  put_rtc("rtc.scenes.empty.commit", "rtcCommitScene");
+  put_ray("rtc.scenes.empty.ray", empty, 1, 1, -1, 0, 0, 1, INFINITY, 0xffffffffu);
+  rtcReleaseScene(empty);
+
+  RTCScene scene = rtcNewScene(device);
+  add_mesh(device, scene);
+  put_rtc("rtc.scenes.first", "rtcAttachGeometry");
+  static float tri[9] = {0, 0, 2, 0, 4, 2, 4, 0, 2};
+  static unsigned tri_index[3] = {0, 1, 2};
+  RTCGeometry g = rtcNewGeometry(device, RTC_GEOMETRY_TYPE_TRIANGLE);
+  memcpy(rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_VERTEX, 0, RTC_FORMAT_FLOAT3, 12, 3), tri, sizeof tri);
+  memcpy(rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_INDEX, 0, RTC_FORMAT_UINT3, 12, 1), tri_index, sizeof tri_index);
+  rtcCommitGeometry(g);
+  unsigned id = rtcAttachGeometry(scene, g);
+  rtcReleaseGeometry(g);
+  begin("rtc.scenes.secondGeomID"); printf("%u", id); end();
+  first_error = RTC_ERROR_NONE;
+  rtcCommitScene(scene);
+  put_rtc("rtc.scenes.commit", "rtcCommitScene");
+  static const struct { const char *key; float o[3], d[3], tnear, tfar, time; unsigned mask; } rays[] = {
+    {"rtc.scenes.ray.fromAbove", {1, 1, 5}, {0, 0, -1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.fromBelow", {1, 1, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.pastFirst", {1, 1, -1}, {0, 0, 1}, 1.5f, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.secondOnly", {6, 0.5f, 5}, {0, 0, -1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.quadFirst", {5.2f, 6.3f, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.quadSecond", {5.8f, 6.7f, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.diagonal", {5.5f, 6.5f, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.vertex", {3, 3, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.corner", {0, 0, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.farCorner", {8, 8, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.oblique", {1, 1, -2}, {0.5f, 0.25f, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.scaled", {7.1f, 2.9f, -1}, {0, 0, 4}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.tnearBefore", {7.1f, 2.9f, -1}, {0, 0, 1}, 0.5f, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.tnearAtHit", {7.1f, 2.9f, -1}, {0, 0, 1}, 1, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.tfarAtHit", {7.1f, 2.9f, -1}, {0, 0, 1}, 0, 1, 0, 0xffffffffu},
+    {"rtc.scenes.ray.negativeTfar", {7.1f, 2.9f, -1}, {0, 0, 1}, 0, -1, 0, 0xffffffffu},
+    {"rtc.scenes.ray.time1", {7.1f, 2.9f, -1}, {0, 0, 1}, 0, INFINITY, 1, 0xffffffffu},
+    {"rtc.scenes.ray.mask1", {7.1f, 2.9f, -1}, {0, 0, 1}, 0, INFINITY, 0, 1},
+    {"rtc.scenes.ray.parallel", {1, 1, 0}, {1, 0, 0}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.grazing", {-1, 4.5f, 1}, {1, 0, -0.125f}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.outside", {8.5f, 4, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.zeroDirection", {1, 1, -1}, {0, 0, 0}, 0, INFINITY, 0, 0xffffffffu},
+  };
+  for (size_t i = 0; i < sizeof rays / sizeof *rays; i++)
+    put_ray_segment(rays[i].key, scene, rays[i].o[0], rays[i].o[1], rays[i].o[2], rays[i].d[0], rays[i].d[1], rays[i].d[2],
+                    rays[i].tnear, rays[i].tfar, rays[i].time, rays[i].mask);
+  put_rtc("rtc.scenes.rays", "rtcIntersect1");
+  rtcReleaseScene(scene);
+  rtcReleaseDevice(device);
+  first_error = RTC_ERROR_NONE;
+}
+
 static void embree(void) {
   make_grid();
   static const char *configs[] = {"threads=1", "", "threads=abc", "bogus=1", "isa=bogus", "threads=1,verbose=0"};
@@ -614,6 +1013,7 @@ static void embree(void) {
   /* Embree calls the monitor while a scene is released after its device. */
   monitored_run("rtc.deviceFirst", NULL, DEVICE_FIRST);
   monitored_run("rtc.sceneRetained", NULL, SCENE_RETAINED);
+  scenes();
 }
 
 int main(void) {

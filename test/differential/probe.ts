@@ -301,9 +301,154 @@ async function opencl(): Promise<void> {
       put("cl.svmFree.empty.callback", empty);
     }
   }
+  await programs(ctx, queue, device);
   queue.release();
   other.release();
   ctx.release();
+}
+
+/** probe.c's program: a struct, a __local and a __constant argument, a required work-group size. */
+const programSource = `typedef struct { int a; float b; } pair;
+__kernel __attribute__((reqd_work_group_size(4, 1, 1)))
+void scale(__global float *x, const float k, __local int *scratch, __constant uint4 *table, pair p) {
+  size_t i = get_global_id(0);
+  scratch[get_local_id(0)] = (int)i;
+  x[i] = x[i] * k + (float)table[0].x + p.b;
+}
+__kernel void add(__global const int *a, __global const int *b, __global int *c) {
+  size_t i = get_global_id(0);
+  c[i] = a[i] + b[i];
+}
+`;
+
+/** Records `get()`, or what it threw. */
+function value(k: string, get: () => unknown): void {
+  try {
+    put(k, get());
+  } catch (error) {
+    put(k, failure(error));
+  }
+}
+
+/** An enqueue's outcome, then its event's command type and status after the wait. */
+async function command(prefix: string, enqueue: () => cl.Event): Promise<void> {
+  const event = observe(`${prefix}.enqueue`, enqueue);
+  if (event === undefined) return;
+  put(`${prefix}.commandType`, event.commandType);
+  await observeAsync(`${prefix}.wait`, () => event.wait());
+  put(`${prefix}.status`, event.status);
+  event.release();
+}
+
+/** An enqueue that should fail: its outcome only. */
+async function refused(k: string, enqueue: () => cl.Event): Promise<void> {
+  const event = observe(k, enqueue);
+  if (event !== undefined) {
+    await event.wait().catch(() => {});
+    event.release();
+  }
+}
+
+function workGroup(prefix: string, kernel: cl.Kernel): void {
+  put(`${prefix}.workGroupSize`, kernel.workGroupSize());
+  put(`${prefix}.preferredWorkGroupSizeMultiple`, kernel.preferredWorkGroupSizeMultiple());
+  put(`${prefix}.localMemSize`, kernel.localMemSize());
+  put(`${prefix}.compileWorkGroupSize`, kernel.compileWorkGroupSize());
+}
+
+async function programs(ctx: cl.Context, queue: cl.CommandQueue, device: cl.Device): Promise<void> {
+  put("cl.device.localMemSize", device.localMemSize);
+  const program = observe("cl.program.create", () => ctx.createProgram(programSource))!;
+  put("cl.program.source", program.source);
+  value("cl.program.buildStatusBefore", () => program.buildStatus());
+  value("cl.program.kernelNamesBeforeBuild", () => program.kernelNames);
+  value("cl.program.numKernelsBeforeBuild", () => program.numKernels);
+  observe("cl.program.createKernelBeforeBuild", () => program.createKernel("add"));
+  await observeAsync("cl.program.build", () => program.build());
+  value("cl.program.buildStatus", () => program.buildStatus());
+  value("cl.program.buildLog", () => program.buildLog());
+  value("cl.program.kernelNames", () => program.kernelNames);
+  value("cl.program.numKernels", () => program.numKernels);
+  observe("cl.program.createKernel(nope)", () => program.createKernel("nope"));
+
+  const scale = program.createKernel("scale");
+  const add = program.createKernel("add");
+  for (const [name, kernel] of [["scale", scale], ["add", add]] as const) {
+    put(`cl.kernel.${name}.name`, kernel.name);
+    put(`cl.kernel.${name}.numArgs`, kernel.numArgs);
+    for (let i = 0; i < kernel.numArgs; i++) value(`cl.kernel.${name}.argInfo(${i})`, () => kernel.argInfo(i));
+    workGroup(`cl.kernel.${name}`, kernel);
+  }
+  const all = program.createKernels();
+  put("cl.program.createKernels", all.map((k) => k.name));
+  for (const k of all) k.release();
+
+  const a = Int32Array.from({ length: 16 }, (_, i) => i);
+  const b = Int32Array.from({ length: 16 }, (_, i) => 100 * i);
+  const c = new Int32Array(16);
+  const ma = ctx.createBuffer(a, { access: "read_only" });
+  const mb = ctx.createBuffer(b, { access: "read_only" });
+  const mc = ctx.createBuffer(c.byteLength);
+  put("cl.buffer.plain.size", mc.size);
+  put("cl.buffer.plain.flags", mc.flags);
+  await refused("cl.ndrange.argsNotSet", () => queue.enqueueNDRangeKernel(add, [16]));
+  add.setArg(0, ma).setArg(1, mb).setArg(2, mc);
+  await command("cl.ndrange.add", () => queue.enqueueNDRangeKernel(add, [16]));
+  put("cl.ndrange.add.result", [...await queue.readBuffer(mc, new Int32Array(16))]);
+  await queue.writeBuffer(mc, new Int32Array(16).fill(-1));
+  await command("cl.ndrange.addOffset", () => queue.enqueueNDRangeKernel(add, [8], { offset: [4], local: [4] }));
+  put("cl.ndrange.addOffset.result", [...await queue.readBuffer(mc, new Int32Array(16))]);
+  const mx = ctx.createBuffer(16 * 4);
+  const mt = ctx.createBuffer(new Uint32Array([1, 2, 3, 4]), { access: "read_only" });
+  const pair = new DataView(new ArrayBuffer(8));
+  pair.setInt32(0, 7, true);
+  pair.setFloat32(4, 0.5, true);
+  scale.setArg(0, mx).setArg(1, cl.float(2)).setArg(2, cl.local(16)).setArg(3, mt).setArg(4, pair);
+  await refused("cl.ndrange.wrongLocal", () => queue.enqueueNDRangeKernel(scale, [16], { local: [8] }));
+  await queue.writeBuffer(mx, Float32Array.from({ length: 16 }, (_, i) => i));
+  await command("cl.ndrange.scale", () => queue.enqueueNDRangeKernel(scale, [16], { local: [4] }));
+  put("cl.ndrange.scale.result", [...await queue.readBuffer(mx, new Float32Array(16))]);
+  workGroup("cl.kernel.scaleAfterArgs", scale);
+
+  await command("cl.copy", () => queue.enqueueCopyBuffer(ma, mc, { size: a.byteLength }));
+  await refused("cl.copy.overlap", () => queue.enqueueCopyBuffer(mc, mc, { srcOffset: 0, dstOffset: 8, size: 16 }));
+  await command(
+    "cl.copy.sameBufferApart",
+    () => queue.enqueueCopyBuffer(mc, mc, { srcOffset: 0, dstOffset: 32, size: 32 }),
+  );
+  put("cl.copy.result", [...await queue.readBuffer(mc, new Int32Array(16))]);
+  await command("cl.fill", () => queue.enqueueFillBuffer(mc, cl.int(0x01020304), { offset: 8, size: 16 }));
+  put("cl.fill.result", [...await queue.readBuffer(mc, new Int32Array(16))]);
+  await command("cl.marker", () => queue.enqueueMarker());
+  await command("cl.barrier", () => queue.enqueueBarrier());
+
+  if (device.svm.coarseGrainBuffer) {
+    const svm = ctx.svmAlloc(64);
+    await command("cl.svmMemFill", () => queue.enqueueSVMMemFill(svm, cl.int(0x01020304)));
+    await command("cl.svmMemcpy", () => queue.enqueueSVMMemcpy(svm, a, { size: 32 }));
+    let mapping: cl.SVMMapping | undefined;
+    await command("cl.svmMap", () => (mapping = queue.enqueueSVMMap(svm)).event);
+    put("cl.svmMap.contents", [...new Int32Array(mapping!.arrayBuffer)]);
+    await command("cl.svmUnmap", () => mapping!.unmap());
+    await queue.finish();
+    svm.release();
+  }
+
+  const broken = ctx.createProgram("__kernel void broken(__global int *x) { x[0] = undeclared; }\n");
+  await observeAsync("cl.program.broken.build", () => broken.build());
+  value("cl.program.broken.buildStatus", () => broken.buildStatus());
+  put("cl.program.broken.buildLogMentions", broken.buildLog().includes("undeclared"));
+  value("cl.program.broken.kernelNames", () => broken.kernelNames);
+  broken.release();
+  const badOptions = ctx.createProgram(programSource);
+  await observeAsync("cl.program.badOptions.build", () => badOptions.build("-cl-std=CL9.9"));
+  value("cl.program.badOptions.buildStatus", () => badOptions.buildStatus());
+  badOptions.release();
+
+  for (const x of [ma, mb, mc, mx, mt]) x.release();
+  scale.release();
+  add.release();
+  program.release();
 }
 
 /** The 8x8 grid of quads of probe.c, two triangles each. */
@@ -368,6 +513,59 @@ async function monitoredRun(
     device.release();
   }
   put(`${prefix}.monitor`, { calls, sum });
+  put(`${prefix}.memory`, { ...device.memory });
+}
+
+/** probe.c's scenes(): two meshes in one scene, and rays at a quad's triangles, edges and vertices. */
+async function scenes(): Promise<void> {
+  const device = rtc.newDevice("threads=1");
+  const empty = device.newScene();
+  await observeAsync("rtc.scenes.empty.commit", () => empty.commit());
+  put("rtc.scenes.empty.ray", empty.intersect1({ origin: [1, 1, -1], direction: [0, 0, 1] }));
+  empty.release();
+  const scene = device.newScene();
+  observe("rtc.scenes.first", () => scene.addTriangleMesh(vertices, indices));
+  value(
+    "rtc.scenes.secondGeomID",
+    () => scene.addTriangleMesh(new Float32Array([0, 0, 2, 0, 4, 2, 4, 0, 2]), new Uint32Array([0, 1, 2])),
+  );
+  await observeAsync("rtc.scenes.commit", () => scene.commit());
+  const rays: [string, rtc.Ray][] = [
+    ["fromAbove", { origin: [1, 1, 5], direction: [0, 0, -1] }],
+    ["fromBelow", { origin: [1, 1, -1], direction: [0, 0, 1] }],
+    ["pastFirst", { origin: [1, 1, -1], direction: [0, 0, 1], tnear: 1.5 }],
+    ["secondOnly", { origin: [6, 0.5, 5], direction: [0, 0, -1] }],
+    ["quadFirst", { origin: [5.2, 6.3, -1], direction: [0, 0, 1] }],
+    ["quadSecond", { origin: [5.8, 6.7, -1], direction: [0, 0, 1] }],
+    ["diagonal", { origin: [5.5, 6.5, -1], direction: [0, 0, 1] }],
+    ["vertex", { origin: [3, 3, -1], direction: [0, 0, 1] }],
+    ["corner", { origin: [0, 0, -1], direction: [0, 0, 1] }],
+    ["farCorner", { origin: [8, 8, -1], direction: [0, 0, 1] }],
+    ["oblique", { origin: [1, 1, -2], direction: [0.5, 0.25, 1] }],
+    ["scaled", { origin: [7.1, 2.9, -1], direction: [0, 0, 4] }],
+    ["tnearBefore", { origin: [7.1, 2.9, -1], direction: [0, 0, 1], tnear: 0.5 }],
+    ["tnearAtHit", { origin: [7.1, 2.9, -1], direction: [0, 0, 1], tnear: 1 }],
+    ["tfarAtHit", { origin: [7.1, 2.9, -1], direction: [0, 0, 1], tfar: 1 }],
+    ["negativeTfar", { origin: [7.1, 2.9, -1], direction: [0, 0, 1], tfar: -1 }],
+    ["time1", { origin: [7.1, 2.9, -1], direction: [0, 0, 1], time: 1 }],
+    ["mask1", { origin: [7.1, 2.9, -1], direction: [0, 0, 1], mask: 1 }],
+    ["parallel", { origin: [1, 1, 0], direction: [1, 0, 0] }],
+    ["grazing", { origin: [-1, 4.5, 1], direction: [1, 0, -0.125] }],
+    ["outside", { origin: [8.5, 4, -1], direction: [0, 0, 1] }],
+    ["zeroDirection", { origin: [1, 1, -1], direction: [0, 0, 0] }],
+  ];
+  let failed: unknown = { ok: true };
+  for (const [name, ray] of rays) {
+    try {
+      put(`rtc.scenes.ray.${name}`, scene.intersect1(ray));
+    } catch (error) {
+      put(`rtc.scenes.ray.${name}`, null);
+      if ("ok" in (failed as object)) failed = failure(error);
+    }
+  }
+  put("rtc.scenes.rays", failed);
+  scene.release();
+  device.release();
 }
 
 async function embree(): Promise<void> {
@@ -424,6 +622,7 @@ async function embree(): Promise<void> {
   // Embree calls the monitor while a scene is released after its device.
   await monitoredRun("rtc.deviceFirst", null, "deviceFirst");
   await monitoredRun("rtc.sceneRetained", null, "sceneRetained");
+  await scenes();
 }
 
 await opencl();
