@@ -137,6 +137,12 @@ const intended: Record<string, { memlife: unknown; why: string }> = {
   "cl.svmAlloc.align2^32": { memlife: throws("RangeError"), why: wraps },
   "rtc.getProperty(-1)": { memlife: throws("RangeError"), why: checkedFirst },
   "rtc.getProperty(2^32+1)": { memlife: throws("RangeError"), why: wraps },
+  "rtc.scenes.modified.ray": {
+    memlife: { code: 3, fn: "rtcIntersect1" },
+    why: "a mesh was added since the commit: Embree's release build answers from the last commit's BVH " +
+      "(without the new mesh) and reports nothing; memlife refuses as Embree does for a scene never committed " +
+      "(scene.committed is false until commit() again)",
+  },
 };
 
 /**
@@ -244,6 +250,15 @@ const known = {
 const isRay = (k: string) => /^rtc\.\w+\.ray\./.test(k);
 const isKnown = (k: string) => Object.values(known).some((select) => select(k));
 
+describe("constants and error names, as the C headers define them", () => {
+  group(
+    "OpenCLError.codeName of each status code of CL/cl.h and CL/cl_ext.h",
+    (k) => k.startsWith("const.cl.codeName("),
+  );
+  group("cl.DeviceType, MemFlags, CommandType, ExecutionStatus", (k) => /^const\.cl\.[A-Z]/.test(k));
+  group("rtc.DeviceProperty and EmbreeError.codeName", (k) => k.startsWith("const.rtc."));
+});
+
 describe("OpenCL, as C sees it", () => {
   group("platform and device info", (k) => /^cl\.(platforms|platform|device)\./.test(k));
   group("clGetDeviceIDs for each device type", (k) => k.startsWith("cl.getDeviceIDs.") && !isKnown(k));
@@ -300,7 +315,10 @@ test("every observation is compared by exactly one test, and both probes made th
   const { c, m } = await observations();
   const uncovered = [...c.keys()].filter((k) => groups.filter((select) => select(k)).length !== 1);
   assert.deepEqual(uncovered, [], "C observations in no test, or in several");
-  const memlifeOnly = [...m.keys()].filter((k) => !c.has(k) && !k.startsWith("meta."));
+  // memlife names the codes of every Khronos header; these C headers may lack some (cl_dx9_media_sharing.h).
+  const memlifeOnly = [...m.keys()].filter((k) =>
+    !c.has(k) && !k.startsWith("meta.") && !k.startsWith("const.cl.codeName(")
+  );
   const cOnly = [...c.keys()].filter((k) => !m.has(k));
   assert.deepEqual({ memlifeOnly, cOnly }, { memlifeOnly: [], cOnly: [] });
   for (const key of Object.keys(intended)) {

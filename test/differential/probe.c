@@ -12,6 +12,9 @@
 #define CL_TARGET_OPENCL_VERSION 300
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include <CL/cl.h>
+#if __has_include(<CL/cl_ext.h>)
+#include <CL/cl_ext.h>
+#endif
 #if EMBREE_MAJOR == 4
 #include <embree4/rtcore.h>
 #else
@@ -851,6 +854,7 @@ static void put_ray_segment(const char *key, RTCScene scene, float ox, float oy,
   rtcInitIntersectContext(&context);
   rtcIntersect1(scene, &context, &rh);
 #endif
+  if (first_error) return put_rtc(key, "rtcIntersect1");
   begin(key);
   /* %.17g of the float widened to double: JSON.parse gives back exactly memlife's float32 reading. */
   if (rh.hit.geomID == RTC_INVALID_GEOMETRY_ID) printf("null");
@@ -886,6 +890,11 @@ static void monitored_run(const char *prefix, const char *refuse, enum release_o
   rtcCommitScene(scene);
   snprintf(key, sizeof key, "%s.commit", prefix);
   put_rtc(key, "rtcCommitScene");
+  if (refuse && strcmp(refuse, "commit") == 0) {
+    phase = "intersect1";
+    snprintf(key, sizeof key, "%s.afterFailedCommit", prefix);
+    put_ray(key, scene, 2.25f, 3.5f, -1, 0, 0, 1, INFINITY, 0xffffffffu);
+  }
   if (!refuse) {
     phase = "intersect1";
     snprintf(key, sizeof key, "%s.ray.hit", prefix);
@@ -975,7 +984,27 @@ static void scenes(void) {
     put_ray_segment(rays[i].key, scene, rays[i].o[0], rays[i].o[1], rays[i].o[2], rays[i].d[0], rays[i].d[1], rays[i].d[2],
                     rays[i].tnear, rays[i].tfar, rays[i].time, rays[i].mask);
   put_rtc("rtc.scenes.rays", "rtcIntersect1");
+  /* A mesh added after the commit: Embree's release build answers from the last commit. */
+  add_mesh(device, scene);
+  first_error = RTC_ERROR_NONE;
+  put_ray("rtc.scenes.modified.ray", scene, 1, 1, 5, 0, 0, -1, INFINITY, 0xffffffffu);
+  rtcCommitScene(scene);
+  put_rtc("rtc.scenes.modified.commit", "rtcCommitScene");
+  put_ray("rtc.scenes.modified.rayAfterCommit", scene, 1, 1, 5, 0, 0, -1, INFINITY, 0xffffffffu);
   rtcReleaseScene(scene);
+  RTCScene uncommitted = rtcNewScene(device);
+  add_mesh(device, uncommitted);
+  first_error = RTC_ERROR_NONE;
+  put_ray("rtc.scenes.uncommitted.ray", uncommitted, 2.25f, 3.5f, -1, 0, 0, 1, INFINITY, 0xffffffffu);
+  rtcReleaseScene(uncommitted);
+  /* memlife's device.version, from the properties. */
+  begin("rtc.scenes.deviceVersion");
+  long long major = (long long)rtcGetDeviceProperty(device, RTC_DEVICE_PROPERTY_VERSION_MAJOR),
+            minor = (long long)rtcGetDeviceProperty(device, RTC_DEVICE_PROPERTY_VERSION_MINOR),
+            patch = (long long)rtcGetDeviceProperty(device, RTC_DEVICE_PROPERTY_VERSION_PATCH);
+  printf("{\"major\":%lld,\"minor\":%lld,\"patch\":%lld,\"string\":\"%lld.%lld.%lld\"}", major, minor, patch, major, minor,
+         patch);
+  end();
   rtcReleaseDevice(device);
   first_error = RTC_ERROR_NONE;
 }
@@ -1016,7 +1045,121 @@ static void embree(void) {
   scenes();
 }
 
+/* --- Constants: memlife's names and values against the headers' -------------------------------- */
+
+/* OpenCL 2.2's status codes (values from the headers); put_status_names adds newer ones and cl_ext.h's. */
+#define CL_STATUS_CODES \
+  X(CL_SUCCESS) X(CL_DEVICE_NOT_FOUND) X(CL_DEVICE_NOT_AVAILABLE) X(CL_COMPILER_NOT_AVAILABLE) \
+  X(CL_MEM_OBJECT_ALLOCATION_FAILURE) X(CL_OUT_OF_RESOURCES) X(CL_OUT_OF_HOST_MEMORY) \
+  X(CL_PROFILING_INFO_NOT_AVAILABLE) X(CL_MEM_COPY_OVERLAP) X(CL_IMAGE_FORMAT_MISMATCH) \
+  X(CL_IMAGE_FORMAT_NOT_SUPPORTED) X(CL_BUILD_PROGRAM_FAILURE) X(CL_MAP_FAILURE) \
+  X(CL_MISALIGNED_SUB_BUFFER_OFFSET) X(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) \
+  X(CL_COMPILE_PROGRAM_FAILURE) X(CL_LINKER_NOT_AVAILABLE) X(CL_LINK_PROGRAM_FAILURE) \
+  X(CL_DEVICE_PARTITION_FAILED) X(CL_KERNEL_ARG_INFO_NOT_AVAILABLE) X(CL_INVALID_VALUE) \
+  X(CL_INVALID_DEVICE_TYPE) X(CL_INVALID_PLATFORM) X(CL_INVALID_DEVICE) X(CL_INVALID_CONTEXT) \
+  X(CL_INVALID_QUEUE_PROPERTIES) X(CL_INVALID_COMMAND_QUEUE) X(CL_INVALID_HOST_PTR) X(CL_INVALID_MEM_OBJECT) \
+  X(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR) X(CL_INVALID_IMAGE_SIZE) X(CL_INVALID_SAMPLER) X(CL_INVALID_BINARY) \
+  X(CL_INVALID_BUILD_OPTIONS) X(CL_INVALID_PROGRAM) X(CL_INVALID_PROGRAM_EXECUTABLE) \
+  X(CL_INVALID_KERNEL_NAME) X(CL_INVALID_KERNEL_DEFINITION) X(CL_INVALID_KERNEL) X(CL_INVALID_ARG_INDEX) \
+  X(CL_INVALID_ARG_VALUE) X(CL_INVALID_ARG_SIZE) X(CL_INVALID_KERNEL_ARGS) X(CL_INVALID_WORK_DIMENSION) \
+  X(CL_INVALID_WORK_GROUP_SIZE) X(CL_INVALID_WORK_ITEM_SIZE) X(CL_INVALID_GLOBAL_OFFSET) \
+  X(CL_INVALID_EVENT_WAIT_LIST) X(CL_INVALID_EVENT) X(CL_INVALID_OPERATION) X(CL_INVALID_GL_OBJECT) \
+  X(CL_INVALID_BUFFER_SIZE) X(CL_INVALID_MIP_LEVEL) X(CL_INVALID_GLOBAL_WORK_SIZE) X(CL_INVALID_PROPERTY) \
+  X(CL_INVALID_IMAGE_DESCRIPTOR) X(CL_INVALID_COMPILER_OPTIONS) X(CL_INVALID_LINKER_OPTIONS) \
+  X(CL_INVALID_DEVICE_PARTITION_COUNT) X(CL_INVALID_PIPE_SIZE) X(CL_INVALID_DEVICE_QUEUE) \
+  X(CL_INVALID_SPEC_ID)
+static void put_status_names(void) {
+  char key[64];
+#define X(name) snprintf(key, sizeof key, "const.cl.codeName(%d)", (int)(name)), put_string(key, #name);
+  CL_STATUS_CODES
+  /* Newer than OpenCL 2.2's headers, or in cl_ext.h: where these headers define them. */
+#ifdef CL_MAX_SIZE_RESTRICTION_EXCEEDED
+  X(CL_MAX_SIZE_RESTRICTION_EXCEEDED)
+#endif
+#ifdef CL_INVALID_COMMAND_BUFFER_KHR
+  X(CL_INVALID_COMMAND_BUFFER_KHR)
+#endif
+#ifdef CL_INVALID_SYNC_POINT_WAIT_LIST_KHR
+  X(CL_INVALID_SYNC_POINT_WAIT_LIST_KHR)
+#endif
+#ifdef CL_INCOMPATIBLE_COMMAND_QUEUE_KHR
+  X(CL_INCOMPATIBLE_COMMAND_QUEUE_KHR)
+#endif
+#ifdef CL_INVALID_MUTABLE_COMMAND_KHR
+  X(CL_INVALID_MUTABLE_COMMAND_KHR)
+#endif
+#ifdef CL_PLATFORM_NOT_FOUND_KHR
+  X(CL_PLATFORM_NOT_FOUND_KHR)
+#endif
+#ifdef CL_CONTEXT_TERMINATED_KHR
+  X(CL_CONTEXT_TERMINATED_KHR)
+#endif
+#ifdef CL_DEVICE_PARTITION_FAILED_EXT
+  X(CL_DEVICE_PARTITION_FAILED_EXT)
+#endif
+#ifdef CL_INVALID_PARTITION_COUNT_EXT
+  X(CL_INVALID_PARTITION_COUNT_EXT)
+#endif
+#ifdef CL_INVALID_PARTITION_NAME_EXT
+  X(CL_INVALID_PARTITION_NAME_EXT)
+#endif
+#ifdef CL_INVALID_SEMAPHORE_KHR
+  X(CL_INVALID_SEMAPHORE_KHR)
+#endif
+#ifdef CL_COMMAND_TERMINATED_ITSELF_WITH_FAILURE_ARM
+  X(CL_COMMAND_TERMINATED_ITSELF_WITH_FAILURE_ARM)
+#endif
+#ifdef CL_INVALID_ACCELERATOR_INTEL
+  X(CL_INVALID_ACCELERATOR_INTEL)
+#endif
+#ifdef CL_INVALID_ACCELERATOR_TYPE_INTEL
+  X(CL_INVALID_ACCELERATOR_TYPE_INTEL)
+#endif
+#ifdef CL_INVALID_ACCELERATOR_DESCRIPTOR_INTEL
+  X(CL_INVALID_ACCELERATOR_DESCRIPTOR_INTEL)
+#endif
+#ifdef CL_ACCELERATOR_TYPE_NOT_SUPPORTED_INTEL
+  X(CL_ACCELERATOR_TYPE_NOT_SUPPORTED_INTEL)
+#endif
+#undef X
+}
+
+static void put_constants(void) {
+  put_status_names();
+#define K(group, name, value) begin("const." group "." #name); printf("%lld", (long long)(value)); end();
+  K("cl.DeviceType", DEFAULT, CL_DEVICE_TYPE_DEFAULT) K("cl.DeviceType", CPU, CL_DEVICE_TYPE_CPU)
+  K("cl.DeviceType", GPU, CL_DEVICE_TYPE_GPU) K("cl.DeviceType", ACCELERATOR, CL_DEVICE_TYPE_ACCELERATOR)
+  K("cl.DeviceType", CUSTOM, CL_DEVICE_TYPE_CUSTOM) K("cl.DeviceType", ALL, CL_DEVICE_TYPE_ALL)
+  K("cl.MemFlags", READ_WRITE, CL_MEM_READ_WRITE) K("cl.MemFlags", WRITE_ONLY, CL_MEM_WRITE_ONLY)
+  K("cl.MemFlags", READ_ONLY, CL_MEM_READ_ONLY) K("cl.MemFlags", USE_HOST_PTR, CL_MEM_USE_HOST_PTR)
+  K("cl.MemFlags", ALLOC_HOST_PTR, CL_MEM_ALLOC_HOST_PTR) K("cl.MemFlags", COPY_HOST_PTR, CL_MEM_COPY_HOST_PTR)
+  K("cl.MemFlags", SVM_FINE_GRAIN_BUFFER, CL_MEM_SVM_FINE_GRAIN_BUFFER) K("cl.MemFlags", SVM_ATOMICS, CL_MEM_SVM_ATOMICS)
+  K("cl.CommandType", NDRANGE_KERNEL, CL_COMMAND_NDRANGE_KERNEL) K("cl.CommandType", TASK, CL_COMMAND_TASK)
+  K("cl.CommandType", NATIVE_KERNEL, CL_COMMAND_NATIVE_KERNEL) K("cl.CommandType", READ_BUFFER, CL_COMMAND_READ_BUFFER)
+  K("cl.CommandType", WRITE_BUFFER, CL_COMMAND_WRITE_BUFFER) K("cl.CommandType", COPY_BUFFER, CL_COMMAND_COPY_BUFFER)
+  K("cl.CommandType", MARKER, CL_COMMAND_MARKER) K("cl.CommandType", USER, CL_COMMAND_USER)
+  K("cl.CommandType", BARRIER, CL_COMMAND_BARRIER) K("cl.CommandType", FILL_BUFFER, CL_COMMAND_FILL_BUFFER)
+  K("cl.CommandType", SVM_FREE, CL_COMMAND_SVM_FREE) K("cl.CommandType", SVM_MEMCPY, CL_COMMAND_SVM_MEMCPY)
+  K("cl.CommandType", SVM_MEMFILL, CL_COMMAND_SVM_MEMFILL) K("cl.CommandType", SVM_MAP, CL_COMMAND_SVM_MAP)
+  K("cl.CommandType", SVM_UNMAP, CL_COMMAND_SVM_UNMAP)
+  K("cl.ExecutionStatus", COMPLETE, CL_COMPLETE) K("cl.ExecutionStatus", RUNNING, CL_RUNNING)
+  K("cl.ExecutionStatus", SUBMITTED, CL_SUBMITTED) K("cl.ExecutionStatus", QUEUED, CL_QUEUED)
+  K("rtc.DeviceProperty", VERSION, RTC_DEVICE_PROPERTY_VERSION)
+  K("rtc.DeviceProperty", VERSION_MAJOR, RTC_DEVICE_PROPERTY_VERSION_MAJOR)
+  K("rtc.DeviceProperty", VERSION_MINOR, RTC_DEVICE_PROPERTY_VERSION_MINOR)
+  K("rtc.DeviceProperty", VERSION_PATCH, RTC_DEVICE_PROPERTY_VERSION_PATCH)
+  K("rtc.DeviceProperty", TASKING_SYSTEM, RTC_DEVICE_PROPERTY_TASKING_SYSTEM)
+#undef K
+  /* EmbreeError's codeName of each enum RTCError both majors have. */
+  char key[64];
+#define X(name) snprintf(key, sizeof key, "const.rtc.codeName(%d)", (int)(name)), put_string(key, #name);
+  X(RTC_ERROR_NONE) X(RTC_ERROR_UNKNOWN) X(RTC_ERROR_INVALID_ARGUMENT) X(RTC_ERROR_INVALID_OPERATION)
+  X(RTC_ERROR_OUT_OF_MEMORY) X(RTC_ERROR_UNSUPPORTED_CPU) X(RTC_ERROR_CANCELLED)
+#undef X
+}
+
 int main(void) {
+  put_constants();
   opencl();
   embree();
   return 0;

@@ -486,6 +486,13 @@ async function monitoredRun(
   observe(`${prefix}.addTriangleMesh`, () => scene.addTriangleMesh(vertices, indices));
   phase = "commit";
   await observeAsync(`${prefix}.commit`, () => scene.commit());
+  if (refusePhase === "commit") {
+    phase = "intersect1";
+    value(
+      `${prefix}.afterFailedCommit`,
+      () => scene.intersect1({ origin: [2.25, 3.5, -1], direction: [0, 0, 1] }),
+    );
+  }
   if (refusePhase === null) {
     phase = "intersect1";
     const rays: [string, rtc.Ray][] = [
@@ -564,7 +571,18 @@ async function scenes(): Promise<void> {
     }
   }
   put("rtc.scenes.rays", failed);
+  // A mesh added after the commit: Embree's release build answers from the last commit.
+  scene.addTriangleMesh(vertices, indices);
+  value("rtc.scenes.modified.ray", () => scene.intersect1({ origin: [1, 1, 5], direction: [0, 0, -1] }));
+  await observeAsync("rtc.scenes.modified.commit", () => scene.commit());
+  value("rtc.scenes.modified.rayAfterCommit", () => scene.intersect1({ origin: [1, 1, 5], direction: [0, 0, -1] }));
   scene.release();
+  const uncommitted = device.newScene();
+  uncommitted.addTriangleMesh(vertices, indices);
+  value("rtc.scenes.uncommitted.ray", () => uncommitted.intersect1({ origin: [2.25, 3.5, -1], direction: [0, 0, 1] }));
+  uncommitted.release();
+  const { major, minor, patch, string } = device.version;
+  put("rtc.scenes.deviceVersion", { major, minor, patch, string });
   device.release();
 }
 
@@ -625,6 +643,30 @@ async function embree(): Promise<void> {
   await scenes();
 }
 
+/**
+ * probe.c's put_constants: memlife's public constants, and the codeName OpenCLError and EmbreeError
+ * give each code. Every OpenCL code memlife names, one key each: the spec compares those the C
+ * headers here define too (memlife also names codes of headers this machine may lack).
+ */
+function constants(): void {
+  for (let code = -1200; code <= 0; code++) {
+    const name = new OpenCLError("probe", code).codeName;
+    if (!name.startsWith("CL_UNKNOWN_ERROR_")) put(`const.cl.codeName(${code})`, name);
+  }
+  const groups = {
+    DeviceType: cl.DeviceType,
+    MemFlags: cl.MemFlags,
+    CommandType: cl.CommandType,
+    ExecutionStatus: cl.ExecutionStatus,
+  };
+  for (const [group, table] of Object.entries(groups)) {
+    for (const [name, value] of Object.entries(table)) put(`const.cl.${group}.${name}`, value);
+  }
+  for (const [name, value] of Object.entries(rtc.DeviceProperty)) put(`const.rtc.DeviceProperty.${name}`, value);
+  for (let code = 0; code <= 6; code++) put(`const.rtc.codeName(${code})`, new EmbreeError("probe", code, "").codeName);
+}
+
+constants();
 await opencl();
 await embree();
 // Which libraries memlife loaded: the spec links the C probe against the same ones.
