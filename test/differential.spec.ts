@@ -281,6 +281,7 @@ describe("OpenCL, as C sees it", () => {
     (k) => k.startsWith("cl.program."),
   );
   group("kernels: names, argument info, work-group info", (k) => k.startsWith("cl.kernel."));
+  group("a write and a marker behind a user event: statuses before and after", (k) => k.startsWith("cl.gated."));
   group("clEnqueueNDRangeKernel: errors, offsets, command types, results", (k) => k.startsWith("cl.ndrange."));
   group(
     "copies, fills, markers, barriers: errors, command types, results",
@@ -305,6 +306,7 @@ describe("Embree threads=1, as C sees it", () => {
     isRay,
   );
   group("two meshes in a scene, an empty scene", (k) => k.startsWith("rtc.scenes.") && !isRay(k));
+  group("setMemoryBudget: the mesh, the commit, device.memory", (k) => k.startsWith("rtc.budget("));
   group("monitor refusing addTriangleMesh's first allocation", (k) => k.startsWith("rtc.refuseMesh."));
   group("monitor refusing the commit's first allocation", (k) => k.startsWith("rtc.refuseCommit."));
   group("monitor calls of a scene released after its device", (k) => k.startsWith("rtc.deviceFirst.") && !isRay(k));

@@ -455,6 +455,30 @@ static void programs(cl_context ctx, cl_command_queue queue, cl_device_id device
   put_build_status("cl.program.badOptions.buildStatus", bad, device);
   clReleaseProgram(bad);
 
+  /* A command behind a user event: its status before and after, a marker and a copy behind it. */
+  cl_event gate = clCreateUserEvent(ctx, &err);
+  cl_event gated, marker;
+  clEnqueueWriteBuffer(queue, mc, CL_FALSE, 0, sizeof a, a, 1, &gate, &gated);
+  put_int("cl.gated.write.statusBefore", event_int(gated, CL_EVENT_COMMAND_EXECUTION_STATUS));
+  clFlush(queue);
+  put_int("cl.gated.write.statusAfterFlush", event_int(gated, CL_EVENT_COMMAND_EXECUTION_STATUS));
+  clEnqueueMarkerWithWaitList(queue, 1, &gated, &marker);
+  put_int("cl.gated.marker.statusBefore", event_int(marker, CL_EVENT_COMMAND_EXECUTION_STATUS));
+  clSetUserEventStatus(gate, CL_COMPLETE);
+  put_code("cl.gated.marker.wait", "clWaitForEvents", clWaitForEvents(1, &marker));
+  put_int("cl.gated.write.status", event_int(gated, CL_EVENT_COMMAND_EXECUTION_STATUS));
+  put_int("cl.gated.marker.status", event_int(marker, CL_EVENT_COMMAND_EXECUTION_STATUS));
+  clReleaseEvent(marker);
+  clReleaseEvent(gated);
+  clReleaseEvent(gate);
+  /* One device given twice: OpenCL counts it once. */
+  cl_device_id twice[2] = {device, device};
+  cl_context dup = clCreateContext(NULL, 2, twice, NULL, NULL, &err);
+  cl_uint ndev = 0;
+  clGetContextInfo(dup, CL_CONTEXT_NUM_DEVICES, sizeof ndev, &ndev, NULL);
+  put_int("cl.context.deviceGivenTwice.devices", ndev);
+  clReleaseContext(dup);
+
   clReleaseMemObject(ma);
   clReleaseMemObject(mb);
   clReleaseMemObject(mc);
@@ -752,10 +776,13 @@ static int monitor_calls, monitor_denied;
 static const char *refuse_phase;
 static int refused;
 
+static long long budget = -1;
 static bool monitor(void *user, ssize_t bytes, bool post) {
   (void)user;
   int refuse = 0;
   if (bytes > 0 && !post && refuse_phase && !refused && strcmp(phase, refuse_phase) == 0) refuse = refused = 1;
+  /* memlife's setMemoryBudget: an allocation that would take the live bytes over it is refused. */
+  if (bytes > 0 && !post && budget >= 0 && monitor_sum + bytes > budget) refuse = 1;
   if (!refuse || post || bytes <= 0) monitor_sum += bytes;
   if (monitor_sum > monitor_peak) monitor_peak = monitor_sum;
   monitor_calls++;
@@ -1009,6 +1036,35 @@ static void scenes(void) {
   first_error = RTC_ERROR_NONE;
 }
 
+/* memlife's setMemoryBudget(bytes), no JS monitor: the mesh, the commit, device.memory. */
+static void budget_run(long long bytes) {
+  char key[96];
+  RTCDevice device = rtcNewDevice("threads=1");
+  rtcSetDeviceErrorFunction(device, on_error, NULL);
+  rtcSetDeviceMemoryMonitorFunction(device, monitor, NULL);
+  budget = bytes;
+  RTCScene scene = rtcNewScene(device);
+  const char *failed = add_mesh(device, scene);
+  snprintf(key, sizeof key, "rtc.budget(%lld).addTriangleMesh", bytes);
+  put_rtc(key, failed ? failed : "rtcAttachGeometry");
+  rtcCommitScene(scene);
+  snprintf(key, sizeof key, "rtc.budget(%lld).commit", bytes);
+  put_rtc(key, "rtcCommitScene");
+  rtcReleaseScene(scene);
+  rtcReleaseDevice(device);
+  first_error = RTC_ERROR_NONE;
+  budget = -1;
+  snprintf(key, sizeof key, "rtc.budget(%lld).memory", bytes);
+  monitor_len = 0; /* only memory is compared: memlife has no JS monitor here to log the calls */
+  monitor_log[0] = 0;
+  begin(key);
+  printf("{\"accounting\":true,\"bytes\":%lld,\"peak\":%lld,\"calls\":%d,\"denied\":%d}", monitor_sum, monitor_peak,
+         monitor_calls, monitor_denied);
+  end();
+  monitor_sum = monitor_peak = 0;
+  monitor_calls = monitor_denied = 0;
+}
+
 static void embree(void) {
   make_grid();
   static const char *configs[] = {"threads=1", "", "threads=abc", "bogus=1", "isa=bogus", "threads=1,verbose=0"};
@@ -1043,6 +1099,8 @@ static void embree(void) {
   monitored_run("rtc.deviceFirst", NULL, DEVICE_FIRST);
   monitored_run("rtc.sceneRetained", NULL, SCENE_RETAINED);
   scenes();
+  static const long long budgets[] = {0, 3000, 10000, 18128};
+  for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) budget_run(budgets[i]);
 }
 
 /* --- Constants: memlife's names and values against the headers' -------------------------------- */

@@ -445,6 +445,24 @@ async function programs(ctx: cl.Context, queue: cl.CommandQueue, device: cl.Devi
   value("cl.program.badOptions.buildStatus", () => badOptions.buildStatus());
   badOptions.release();
 
+  // A command behind a user event: its status before and after, a marker behind it.
+  const gate = ctx.createUserEvent();
+  const gated = queue.enqueueWriteBuffer(mc, a, { waitFor: [gate] });
+  put("cl.gated.write.statusBefore", gated.status);
+  queue.flush();
+  put("cl.gated.write.statusAfterFlush", gated.status);
+  const marker = queue.enqueueMarker({ waitFor: [gated] });
+  put("cl.gated.marker.statusBefore", marker.status);
+  gate.setStatus(0);
+  await observeAsync("cl.gated.marker.wait", () => marker.wait());
+  put("cl.gated.write.status", gated.status);
+  put("cl.gated.marker.status", marker.status);
+  for (const e of [marker, gated, gate]) e.release();
+  // One device given twice: OpenCL counts it once.
+  const dup = cl.createContext([device, device]);
+  put("cl.context.deviceGivenTwice.devices", dup.devices.length);
+  dup.release();
+
   for (const x of [ma, mb, mc, mx, mt]) x.release();
   scale.release();
   add.release();
@@ -586,6 +604,18 @@ async function scenes(): Promise<void> {
   device.release();
 }
 
+/** probe.c's budget_run: setMemoryBudget(bytes) and no JS monitor (the native ledger decides). */
+async function budgetRun(bytes: number): Promise<void> {
+  const device = rtc.newDevice("threads=1");
+  device.setMemoryBudget(bytes);
+  const scene = device.newScene();
+  observe(`rtc.budget(${bytes}).addTriangleMesh`, () => scene.addTriangleMesh(vertices, indices));
+  await observeAsync(`rtc.budget(${bytes}).commit`, () => scene.commit());
+  scene.release();
+  device.release();
+  put(`rtc.budget(${bytes}).memory`, { ...device.memory });
+}
+
 async function embree(): Promise<void> {
   for (const config of ["threads=1", "", "threads=abc", "bogus=1", "isa=bogus", "threads=1,verbose=0"]) {
     observe(`rtc.newDevice(${JSON.stringify(config)})`, () => rtc.newDevice(config).release());
@@ -641,6 +671,7 @@ async function embree(): Promise<void> {
   await monitoredRun("rtc.deviceFirst", null, "deviceFirst");
   await monitoredRun("rtc.sceneRetained", null, "sceneRetained");
   await scenes();
+  for (const bytes of [0, 3000, 10000, 18128]) await budgetRun(bytes);
 }
 
 /**
