@@ -281,6 +281,7 @@ describe("OpenCL, as C sees it", () => {
     (k) => k.startsWith("cl.program."),
   );
   group("kernels: names, argument info, work-group info", (k) => k.startsWith("cl.kernel."));
+  group("by-value kernel arguments: the bytes each kernel stored", (k) => k.startsWith("cl.values."));
   group("a write and a marker behind a user event: statuses before and after", (k) => k.startsWith("cl.gated."));
   group("clEnqueueNDRangeKernel: errors, offsets, command types, results", (k) => k.startsWith("cl.ndrange."));
   group(

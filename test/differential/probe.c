@@ -265,6 +265,72 @@ static void put_ints(const char *key, const cl_int *v, int n) {
   end();
 }
 
+/* Kernels that store their by-value argument: the bytes clSetKernelArg got, as the kernel saw them. */
+static const char *echo_source =
+  "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+  "#define E(T) __kernel void echo_##T(__global T *o, T v) { o[0] = v; }\n"
+  "E(char) E(uchar) E(short) E(ushort) E(int) E(uint) E(long) E(ulong) E(float) E(double)\n"
+  "E(int3) E(float3) E(char16) E(long2) E(ushort8) E(double4)\n";
+
+static void put_echo(cl_context ctx, cl_command_queue queue, cl_program program, const char *type, const void *value,
+                     size_t size) {
+  char name[64], key[96];
+  cl_int err;
+  unsigned char out[128];
+  memset(out, 0xaa, sizeof out);
+  snprintf(name, sizeof name, "echo_%s", type);
+  snprintf(key, sizeof key, "cl.values.%s", type);
+  cl_kernel k = clCreateKernel(program, name, &err);
+  cl_mem o = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof out, out, &err);
+  clSetKernelArg(k, 0, sizeof o, &o);
+  err = clSetKernelArg(k, 1, size, value);
+  if (err != CL_SUCCESS) put_code(key, "clSetKernelArg", err);
+  else {
+    size_t one = 1;
+    clEnqueueNDRangeKernel(queue, k, 1, NULL, &one, NULL, 0, NULL, NULL);
+    clEnqueueReadBuffer(queue, o, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
+    size_t n = sizeof out;
+    while (n > 0 && out[n - 1] == 0xaa) n--;
+    begin(key);
+    printf("[");
+    for (size_t i = 0; i < n; i++) printf(i ? ",%u" : "%u", out[i]);
+    printf("]");
+    end();
+  }
+  clReleaseMemObject(o);
+  clReleaseKernel(k);
+}
+
+static void values(cl_context ctx, cl_command_queue queue, cl_device_id device) {
+  cl_int err;
+  size_t length = strlen(echo_source);
+  cl_program program = clCreateProgramWithSource(ctx, 1, &echo_source, &length, &err);
+  err = clBuildProgram(program, 1, &device, "-cl-kernel-arg-info", NULL, NULL);
+  put_code("cl.values.build", "clBuildProgram", err);
+  if (err != CL_SUCCESS) return (void)clReleaseProgram(program);
+  cl_char c = -128; put_echo(ctx, queue, program, "char", &c, sizeof c);
+  cl_uchar uc = 255; put_echo(ctx, queue, program, "uchar", &uc, sizeof uc);
+  cl_short sh = -32768; put_echo(ctx, queue, program, "short", &sh, sizeof sh);
+  cl_ushort us = 65535; put_echo(ctx, queue, program, "ushort", &us, sizeof us);
+  cl_int i = INT32_MIN; put_echo(ctx, queue, program, "int", &i, sizeof i);
+  cl_uint ui = UINT32_MAX; put_echo(ctx, queue, program, "uint", &ui, sizeof ui);
+  cl_long l = INT64_MIN; put_echo(ctx, queue, program, "long", &l, sizeof l);
+  cl_ulong ul = UINT64_MAX; put_echo(ctx, queue, program, "ulong", &ul, sizeof ul);
+  cl_float f = -3.4028234663852886e38f; put_echo(ctx, queue, program, "float", &f, sizeof f);
+  cl_double d = 1.0 / 3; put_echo(ctx, queue, program, "double", &d, sizeof d);
+  cl_int3 i3 = {{1, -2, 3}}; put_echo(ctx, queue, program, "int3", &i3, sizeof i3);
+  cl_float3 f3 = {{1.5f, -2.5f, 0.1f}}; put_echo(ctx, queue, program, "float3", &f3, sizeof f3);
+  cl_char16 c16;
+  for (int j = 0; j < 16; j++) c16.s[j] = (cl_char)(j * 17 - 128);
+  put_echo(ctx, queue, program, "char16", &c16, sizeof c16);
+  cl_long2 l2 = {{9007199254740993LL, -1}}; put_echo(ctx, queue, program, "long2", &l2, sizeof l2);
+  cl_ushort8 u8;
+  for (int j = 0; j < 8; j++) u8.s[j] = (cl_ushort)(j * 9000);
+  put_echo(ctx, queue, program, "ushort8", &u8, sizeof u8);
+  cl_double4 d4 = {{0.1, -0.0, 1e300, 5e-324}}; put_echo(ctx, queue, program, "double4", &d4, sizeof d4);
+  clReleaseProgram(program);
+}
+
 static void programs(cl_context ctx, cl_command_queue queue, cl_device_id device, cl_device_svm_capabilities caps) {
   cl_int err;
   char *s;
@@ -758,6 +824,7 @@ static void opencl(void) {
     }
   }
   programs(ctx, queue, device, caps);
+  values(ctx, queue, device);
   clReleaseCommandQueue(queue);
   clReleaseContext(other);
   clReleaseContext(ctx);

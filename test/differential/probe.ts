@@ -302,6 +302,7 @@ async function opencl(): Promise<void> {
     }
   }
   await programs(ctx, queue, device);
+  await values(ctx, queue);
   queue.release();
   other.release();
   ctx.release();
@@ -354,6 +355,57 @@ function workGroup(prefix: string, kernel: cl.Kernel): void {
   put(`${prefix}.preferredWorkGroupSizeMultiple`, kernel.preferredWorkGroupSizeMultiple());
   put(`${prefix}.localMemSize`, kernel.localMemSize());
   put(`${prefix}.compileWorkGroupSize`, kernel.compileWorkGroupSize());
+}
+
+/** probe.c's echo kernels: each stores its by-value argument, as the kernel saw the bytes setArg gave. */
+const echoSource = `#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define E(T) __kernel void echo_##T(__global T *o, T v) { o[0] = v; }
+E(char) E(uchar) E(short) E(ushort) E(int) E(uint) E(long) E(ulong) E(float) E(double)
+E(int3) E(float3) E(char16) E(long2) E(ushort8) E(double4)
+`;
+
+async function values(ctx: cl.Context, queue: cl.CommandQueue): Promise<void> {
+  const program = ctx.createProgram(echoSource);
+  let built = true;
+  await observeAsync("cl.values.build", () => program.build().catch((e) => (built = false, Promise.reject(e))));
+  if (!built) return program.release();
+  const cases: [string, cl.TypedValue][] = [
+    ["char", cl.char(-128)],
+    ["uchar", cl.uchar(255)],
+    ["short", cl.short(-32768)],
+    ["ushort", cl.ushort(65535)],
+    ["int", cl.int(-(2 ** 31))],
+    ["uint", cl.uint(2 ** 32 - 1)],
+    ["long", cl.long(-(2n ** 63n))],
+    ["ulong", cl.ulong(2n ** 64n - 1n)],
+    ["float", cl.float(-3.4028234663852886e38)],
+    ["double", cl.double(1 / 3)],
+    ["int3", cl.int3(1, -2, 3)],
+    ["float3", cl.float3(1.5, -2.5, 0.1)],
+    ["char16", cl.char16(...Array.from({ length: 16 }, (_, j) => j * 17 - 128))],
+    ["long2", cl.long2(9007199254740993n, -1)],
+    ["ushort8", cl.ushort8(...Array.from({ length: 8 }, (_, j) => j * 9000))],
+    ["double4", cl.double4(0.1, -0, 1e300, 5e-324)],
+  ];
+  for (const [type, value] of cases) {
+    const kernel = program.createKernel(`echo_${type}`);
+    const out = ctx.createBuffer(new Uint8Array(128).fill(0xaa));
+    try {
+      kernel.setArg(0, out).setArg(1, value);
+      const event = queue.enqueueNDRangeKernel(kernel, [1]);
+      await event.wait();
+      event.release();
+      const bytes = await queue.readBuffer(out, new Uint8Array(128));
+      let n = bytes.length;
+      while (n > 0 && bytes[n - 1] === 0xaa) n--;
+      put(`cl.values.${type}`, [...bytes.subarray(0, n)]);
+    } catch (error) {
+      put(`cl.values.${type}`, failure(error));
+    }
+    out.release();
+    kernel.release();
+  }
+  program.release();
 }
 
 async function programs(ctx: cl.Context, queue: cl.CommandQueue, device: cl.Device): Promise<void> {
