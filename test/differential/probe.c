@@ -149,6 +149,7 @@ static cl_int event_int(cl_event e, cl_event_info param) {
 
 /* A program, its kernels and the commands that run them: probe.ts's programs, call for call. */
 static const char *program_source =
+  "// UTF-8 in a comment: \u03c0 \u2248 3.14159, \U0001F600\n"
   "typedef struct { int a; float b; } pair;\n"
   "__kernel __attribute__((reqd_work_group_size(4, 1, 1)))\n"
   "void scale(__global float *x, const float k, __local int *scratch, __constant uint4 *table, pair p) {\n"
@@ -376,6 +377,9 @@ static void programs(cl_context ctx, cl_command_queue queue, cl_device_id device
     snprintf(key, sizeof key, "cl.kernel.%s", names[j]);
     put_work_group(key, both[j], device);
   }
+  /* OpenCL rebuilds no program with kernels attached. */
+  put_code("cl.program.rebuildWithKernels", "clBuildProgram", clBuildProgram(program, 0, NULL, "-cl-kernel-arg-info", NULL, NULL));
+  put_build_status("cl.program.buildStatusAfterRefusedRebuild", program, device);
   /* clCreateKernelsInProgram: the names, in the order the driver gives them. */
   cl_uint nk = 0;
   clCreateKernelsInProgram(program, 0, NULL, &nk);
@@ -514,6 +518,7 @@ static void programs(cl_context ctx, cl_command_queue queue, cl_device_id device
   end();
   free(s);
   put_kernel_names("cl.program.broken.kernelNames", bad);
+  put_code("cl.program.broken.createKernels", "clCreateKernelsInProgram", clCreateKernelsInProgram(bad, 0, NULL, NULL));
   clReleaseProgram(bad);
   length = strlen(program_source);
   bad = clCreateProgramWithSource(ctx, 1, &program_source, &length, &err);
@@ -731,6 +736,8 @@ static void opencl(void) {
   put_code("cl.userEvent.setStatusAgain", "clSetUserEventStatus", clSetUserEventStatus(user, CL_COMPLETE));
   put_code("cl.userEvent.dependentWrite.wait", "clWaitForEvents", clWaitForEvents(1, &waiting));
   put_int("cl.userEvent.dependentWrite.status", event_int(waiting, CL_EVENT_COMMAND_EXECUTION_STATUS));
+  put_code("cl.userEvent.waitFailed", "clWaitForEvents", clWaitForEvents(1, &user));
+  put_code("cl.userEvent.finishAfterFailure", "clFinish", clFinish(queue));
   clReleaseEvent(waiting);
   clReleaseEvent(user);
   /* -(2^32) does not fit a cl_int: a C caller gets it truncated to 0, CL_COMPLETE. */

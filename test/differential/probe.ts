@@ -193,6 +193,8 @@ async function opencl(): Promise<void> {
   if (waiting !== undefined) {
     await observeAsync("cl.userEvent.dependentWrite.wait", () => waiting.wait());
     put("cl.userEvent.dependentWrite.status", waiting.status);
+    await observeAsync("cl.userEvent.waitFailed", () => user.wait());
+    await observeAsync("cl.userEvent.finishAfterFailure", () => queue.finish());
     waiting.release();
   }
   user.release();
@@ -309,7 +311,8 @@ async function opencl(): Promise<void> {
 }
 
 /** probe.c's program: a struct, a __local and a __constant argument, a required work-group size. */
-const programSource = `typedef struct { int a; float b; } pair;
+const programSource = `// UTF-8 in a comment: \u03c0 \u2248 3.14159, \u{1F600}
+typedef struct { int a; float b; } pair;
 __kernel __attribute__((reqd_work_group_size(4, 1, 1)))
 void scale(__global float *x, const float k, __local int *scratch, __constant uint4 *table, pair p) {
   size_t i = get_global_id(0);
@@ -431,6 +434,9 @@ async function programs(ctx: cl.Context, queue: cl.CommandQueue, device: cl.Devi
     for (let i = 0; i < kernel.numArgs; i++) value(`cl.kernel.${name}.argInfo(${i})`, () => kernel.argInfo(i));
     workGroup(`cl.kernel.${name}`, kernel);
   }
+  // OpenCL rebuilds no program with kernels attached.
+  await observeAsync("cl.program.rebuildWithKernels", () => program.build());
+  value("cl.program.buildStatusAfterRefusedRebuild", () => program.buildStatus());
   const all = program.createKernels();
   put("cl.program.createKernels", all.map((k) => k.name));
   for (const k of all) k.release();
@@ -491,6 +497,7 @@ async function programs(ctx: cl.Context, queue: cl.CommandQueue, device: cl.Devi
   value("cl.program.broken.buildStatus", () => broken.buildStatus());
   put("cl.program.broken.buildLogMentions", broken.buildLog().includes("undeclared"));
   value("cl.program.broken.kernelNames", () => broken.kernelNames);
+  observe("cl.program.broken.createKernels", () => broken.createKernels());
   broken.release();
   const badOptions = ctx.createProgram(programSource);
   await observeAsync("cl.program.badOptions.build", () => badOptions.build("-cl-std=CL9.9"));
