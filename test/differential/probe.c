@@ -579,6 +579,7 @@ static void opencl(void) {
     {"DEFAULT", CL_DEVICE_TYPE_DEFAULT}, {"CPU", CL_DEVICE_TYPE_CPU}, {"GPU", CL_DEVICE_TYPE_GPU},
     {"ACCELERATOR", CL_DEVICE_TYPE_ACCELERATOR}, {"CUSTOM", CL_DEVICE_TYPE_CUSTOM}, {"ALL", CL_DEVICE_TYPE_ALL},
     {"CPU|GPU", CL_DEVICE_TYPE_CPU | CL_DEVICE_TYPE_GPU}, {"0x40", 0x40}, {"0", 0},
+    {"2^32|CPU", 0x100000000ULL | CL_DEVICE_TYPE_CPU}, {"2^40", 0x10000000000ULL},
   };
   for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
     char key[64];
@@ -1055,6 +1056,19 @@ static void scenes(void) {
   rtcReleaseGeometry(g);
   begin("rtc.scenes.secondGeomID"); printf("%u", id); end();
   first_error = RTC_ERROR_NONE;
+  /* Triangles Embree leaves out of the build: a NaN vertex, an infinite one, a degenerate one. */
+  static float odd[] = {20, 0, 0, 21, 0, 0, 20, 1, 0, 22, 0, 0, NAN, 0, 0, 22, 1, 0,
+                        24, 0, 0, INFINITY, 0, 0, 24, 1, 0, 26, 0, 0, 27, 0, 0, 28, 0, 0};
+  static unsigned odd_index[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  g = rtcNewGeometry(device, RTC_GEOMETRY_TYPE_TRIANGLE);
+  memcpy(rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_VERTEX, 0, RTC_FORMAT_FLOAT3, 12, 12), odd, sizeof odd);
+  memcpy(rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_INDEX, 0, RTC_FORMAT_UINT3, 12, 4), odd_index, sizeof odd_index);
+  rtcCommitGeometry(g);
+  id = rtcAttachGeometry(scene, g);
+  rtcReleaseGeometry(g);
+  if (first_error) put_rtc("rtc.scenes.oddGeomID", "rtcAttachGeometry");
+  else { begin("rtc.scenes.oddGeomID"); printf("%u", id); end(); }
+  first_error = RTC_ERROR_NONE;
   rtcCommitScene(scene);
   put_rtc("rtc.scenes.commit", "rtcCommitScene");
   static const struct { const char *key; float o[3], d[3], tnear, tfar, time; unsigned mask; } rays[] = {
@@ -1080,6 +1094,13 @@ static void scenes(void) {
     {"rtc.scenes.ray.grazing", {-1, 4.5f, 1}, {1, 0, -0.125f}, 0, INFINITY, 0, 0xffffffffu},
     {"rtc.scenes.ray.outside", {8.5f, 4, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
     {"rtc.scenes.ray.zeroDirection", {1, 1, -1}, {0, 0, 0}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.goodOfOdd", {20.2f, 0.2f, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.nanVertex", {22.1f, 0.2f, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.infiniteVertex", {24.1f, 0.2f, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.degenerate", {27, 0, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.tnearPastTfar", {7.1f, 2.9f, -1}, {0, 0, 1}, 2, 1, 0, 0xffffffffu},
+    {"rtc.scenes.ray.tfarPastFloat", {7.1f, 2.9f, -1}, {0, 0, 1}, 0, INFINITY, 0, 0xffffffffu},
+    {"rtc.scenes.ray.timeHalf", {7.1f, 2.9f, -1}, {0, 0, 1}, 0, INFINITY, 0.5f, 0xffffffffu},
   };
   for (size_t i = 0; i < sizeof rays / sizeof *rays; i++)
     put_ray_segment(rays[i].key, scene, rays[i].o[0], rays[i].o[1], rays[i].o[2], rays[i].d[0], rays[i].d[1], rays[i].d[2],

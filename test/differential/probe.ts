@@ -63,6 +63,8 @@ async function opencl(): Promise<void> {
     ["CPU|GPU", T.CPU | T.GPU],
     ["0x40", 0x40],
     ["0", 0],
+    ["2^32|CPU", 2 ** 32 + T.CPU],
+    ["2^40", 2 ** 40],
   ];
   for (const [name, type] of types) {
     try {
@@ -613,6 +615,49 @@ async function scenes(): Promise<void> {
     "rtc.scenes.secondGeomID",
     () => scene.addTriangleMesh(new Float32Array([0, 0, 2, 0, 4, 2, 4, 0, 2]), new Uint32Array([0, 1, 2])),
   );
+  // Triangles Embree leaves out of the build: a NaN vertex, an infinite one, a degenerate one.
+  value("rtc.scenes.oddGeomID", () =>
+    scene.addTriangleMesh(
+      new Float32Array([
+        20,
+        0,
+        0,
+        21,
+        0,
+        0,
+        20,
+        1,
+        0,
+        22,
+        0,
+        0,
+        NaN,
+        0,
+        0,
+        22,
+        1,
+        0,
+        24,
+        0,
+        0,
+        Infinity,
+        0,
+        0,
+        24,
+        1,
+        0,
+        26,
+        0,
+        0,
+        27,
+        0,
+        0,
+        28,
+        0,
+        0,
+      ]),
+      Uint32Array.from({ length: 12 }, (_, i) => i),
+    ));
   await observeAsync("rtc.scenes.commit", () => scene.commit());
   const rays: [string, rtc.Ray][] = [
     ["fromAbove", { origin: [1, 1, 5], direction: [0, 0, -1] }],
@@ -637,6 +682,13 @@ async function scenes(): Promise<void> {
     ["grazing", { origin: [-1, 4.5, 1], direction: [1, 0, -0.125] }],
     ["outside", { origin: [8.5, 4, -1], direction: [0, 0, 1] }],
     ["zeroDirection", { origin: [1, 1, -1], direction: [0, 0, 0] }],
+    ["goodOfOdd", { origin: [20.2, 0.2, -1], direction: [0, 0, 1] }],
+    ["nanVertex", { origin: [22.1, 0.2, -1], direction: [0, 0, 1] }],
+    ["infiniteVertex", { origin: [24.1, 0.2, -1], direction: [0, 0, 1] }],
+    ["degenerate", { origin: [27, 0, -1], direction: [0, 0, 1] }],
+    ["tnearPastTfar", { origin: [7.1, 2.9, -1], direction: [0, 0, 1], tnear: 2, tfar: 1 }],
+    ["tfarPastFloat", { origin: [7.1, 2.9, -1], direction: [0, 0, 1], tfar: 1e39 }],
+    ["timeHalf", { origin: [7.1, 2.9, -1], direction: [0, 0, 1], time: 0.5 }],
   ];
   let failed: unknown = { ok: true };
   for (const [name, ray] of rays) {
