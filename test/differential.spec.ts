@@ -128,9 +128,6 @@ const intended: Record<string, { memlife: unknown; why: string }> = {
   // Nothing reached C: the user event is still CL_SUBMITTED, where C's truncated 0 completed it.
   "cl.userEvent.setStatus(-2^32).status": { memlife: 2, why: wraps },
   'cl.program.createKernel("")': { memlife: throws("TypeError"), why: checkedFirst },
-  "cl.copy.size0.enqueue": { memlife: throws("RangeError"), why: checkedFirst },
-  "cl.svmMemFill.size0.enqueue": { memlife: throws("RangeError"), why: checkedFirst },
-  "cl.svmMemcpy.size0.enqueue": { memlife: throws("RangeError"), why: checkedFirst },
   "cl.svmAlloc.align3": { memlife: throws("RangeError"), why: checkedFirst },
   "cl.svmAlloc.size0": { memlife: throws("RangeError"), why: checkedFirst },
   "cl.svmAlloc.overMaxAlloc": {

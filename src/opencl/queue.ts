@@ -987,7 +987,7 @@ export class CommandQueue {
     const { offset, size: given, waitFor } = fillOptions(options, "enqueueFillBuffer");
     const events = waitEvents(waitFor);
     const { bytes, length } = patternBytes(pattern);
-    const size = fillSize(offset, given, Buffer[sizeOf](buffer), length, "enqueueFillBuffer", true);
+    const size = fillSize(offset, given, Buffer[sizeOf](buffer), length, "enqueueFillBuffer");
     const handle = this.#live();
     const mem = Buffer[commandHandle](buffer);
     const { count, list } = waitHandles(events);
@@ -1296,14 +1296,10 @@ function fillOptions(
   return { offset: sizeOr(own(bag, "offset"), "offset", 0), size: own(bag, "size"), waitFor: own(bag, "waitFor") };
 }
 
-/**
- * The bytes a fill covers: `size` (default: the rest after `offset`), checked against `total` and the pattern.
- * `empty`: 0 bytes go to the driver (clEnqueueFillBuffer takes them: a command that completes;
- * clEnqueueSVMMemFill refuses them).
- */
-function fillSize(offset: number, given: unknown, total: number, unit: number, where: string, empty = false): number {
+/** The bytes a fill covers: `size` (default: the rest after `offset`), checked against `total` and the pattern. */
+function fillSize(offset: number, given: unknown, total: number, unit: number, where: string): number {
   const size = sizeOr(given, "size", Math.max(total - offset, 0));
-  if (size === 0 && !empty) throw new RangeError(`${where}: nothing to fill (size 0)`);
+  if (size === 0) throw new RangeError(`${where}: nothing to fill (size 0)`);
   if (offset % unit !== 0 || size % unit !== 0) {
     throw new RangeError(
       `${where}: offset (${offset}) and size (${size}) must be multiples of the pattern size (${unit})`,

@@ -504,13 +504,6 @@ static void programs(cl_context ctx, cl_command_queue queue, cl_device_id device
   put_command("cl.fill", "clEnqueueFillBuffer", err, ev);
   clEnqueueReadBuffer(queue, mc, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL);
   put_ints("cl.fill.result", c, 16);
-  /* Zero bytes: what each command makes of size 0. */
-  ev = NULL;
-  err = clEnqueueFillBuffer(queue, mc, &pattern, sizeof pattern, 8, 0, 0, NULL, &ev);
-  put_command("cl.fill.size0", "clEnqueueFillBuffer", err, ev);
-  ev = NULL;
-  err = clEnqueueCopyBuffer(queue, ma, mc, 0, 0, 0, 0, NULL, &ev);
-  put_command("cl.copy.size0", "clEnqueueCopyBuffer", err, ev);
   ev = NULL;
   err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &ev);
   put_command("cl.marker", "clEnqueueMarkerWithWaitList", err, ev);
@@ -526,12 +519,6 @@ static void programs(cl_context ctx, cl_command_queue queue, cl_device_id device
     ev = NULL;
     err = clEnqueueSVMMemcpy(queue, CL_FALSE, svm, a, 32, 0, NULL, &ev);
     put_command("cl.svmMemcpy", "clEnqueueSVMMemcpy", err, ev);
-    ev = NULL;
-    err = clEnqueueSVMMemFill(queue, svm, &pattern, sizeof pattern, 0, 0, NULL, &ev);
-    put_command("cl.svmMemFill.size0", "clEnqueueSVMMemFill", err, ev);
-    ev = NULL;
-    err = clEnqueueSVMMemcpy(queue, CL_FALSE, svm, a, 0, 0, NULL, &ev);
-    put_command("cl.svmMemcpy.size0", "clEnqueueSVMMemcpy", err, ev);
     ev = NULL;
     err = clEnqueueSVMMap(queue, CL_FALSE, CL_MAP_READ | CL_MAP_WRITE, svm, 64, 0, NULL, &ev);
     put_command("cl.svmMap", "clEnqueueSVMMap", err, ev);
