@@ -138,11 +138,6 @@ const intended: Record<string, { memlife: unknown; why: string }> = {
   "cl.svmAlloc.align2^32": { memlife: throws("RangeError"), why: wraps },
   "rtc.getProperty(-1)": { memlife: throws("RangeError"), why: checkedFirst },
   "rtc.getProperty(2^32+1)": { memlife: throws("RangeError"), why: wraps },
-  "rtc.scenes.emptyMesh": {
-    memlife: throws("RangeError"),
-    why: "README: a mesh has at least one triangle and one vertex. Embree 3 attaches an empty one, handing back " +
-      "NULL for its index buffer, which addTriangleMesh takes for a failed allocation",
-  },
   "rtc.scenes.modified.ray": {
     memlife: { code: 3, fn: "rtcIntersect1" },
     why: "a mesh was added since the commit: Embree's release build answers from the last commit's BVH " +

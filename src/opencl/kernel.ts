@@ -685,13 +685,11 @@ export function ndrangeSizes(
 } {
   // Each length read once: a Proxy's could answer 1 to the check and 5 to the loop.
   const dim = Array.isArray(global) ? listLength(global, "globalSize") : 0;
-  if (dim < 1 || dim > 3) throw new TypeError("globalSize must be an array of 1 to 3 non-negative integers");
+  if (dim < 1 || dim > 3) throw new TypeError("globalSize must be an array of 1 to 3 positive integers");
   // Read (each element once) before anything is written to the shared scratch: an element's
-  // getter that enqueued another kernel would write its own sizes there. A size of 0 is the
-  // driver's: OpenCL 2.1 runs no work-item and completes the event (PoCL does), 1.2 refuses it
-  // with CL_INVALID_GLOBAL_WORK_SIZE.
+  // getter that enqueued another kernel would write its own sizes there.
   const sizes = [0, 0, 0];
-  for (let i = 0; i < dim; i++) sizes[i] = integer(global[i], "size_t", `globalSize[${i}]`);
+  for (let i = 0; i < dim; i++) sizes[i] = positive(global[i], `globalSize[${i}]`);
   // 2^32 work-groups or more, in one dimension or in all: PoCL 3.1 numbers them in 32 bits, and
   // the kernel dies (SIGILL, SIGFPE, a failed assertion; plain C too) or silently skips
   // work-items. No device runs that many; refused for every driver.

@@ -437,12 +437,6 @@ static void programs(cl_context ctx, cl_command_queue queue, cl_device_id device
   clSetKernelArg(add, 0, sizeof ma, &ma);
   clSetKernelArg(add, 1, sizeof mb, &mb);
   clSetKernelArg(add, 2, sizeof mc, &mc);
-  /* A global size of 0: OpenCL 2.1 makes it a no-op that completes its event. */
-  ev = NULL;
-  err = clEnqueueNDRangeKernel(queue, add, 1, NULL, (size_t[]){0}, NULL, 0, NULL, &ev);
-  put_code("cl.ndrange.global0", "clEnqueueNDRangeKernel", err);
-  begin("cl.ndrange.global0.event"); printf(ev ? "{\"commandType\":%d,\"wait\":%d}" : "null", ev ? event_int(ev, CL_EVENT_COMMAND_TYPE) : 0, ev ? clWaitForEvents(1, &ev) : 0); end();
-  if (ev) clReleaseEvent(ev);
   ev = NULL;
   err = clEnqueueNDRangeKernel(queue, add, 1, NULL, &global, NULL, 0, NULL, &ev);
   put_command("cl.ndrange.add", "clEnqueueNDRangeKernel", err, ev);
@@ -1138,22 +1132,6 @@ static void scenes(void) {
     put_ray_segment(rays[i].key, scene, rays[i].o[0], rays[i].o[1], rays[i].o[2], rays[i].d[0], rays[i].d[1], rays[i].d[2],
                     rays[i].tnear, rays[i].tfar, rays[i].time, rays[i].mask);
   put_rtc("rtc.scenes.rays", "rtcIntersect1");
-  /* A mesh with no vertex and no triangle: Embree 3 hands back NULL for its index buffer. */
-  RTCScene emptyMesh = rtcNewScene(device);
-  g = rtcNewGeometry(device, RTC_GEOMETRY_TYPE_TRIANGLE);
-  void *vb = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_VERTEX, 0, RTC_FORMAT_FLOAT3, 12, 0);
-  void *ib = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_INDEX, 0, RTC_FORMAT_UINT3, 12, 0);
-  rtcCommitGeometry(g);
-  id = rtcAttachGeometry(emptyMesh, g);
-  rtcReleaseGeometry(g);
-  if (first_error) put_rtc("rtc.scenes.emptyMesh", "rtcAttachGeometry");
-  else {
-    begin("rtc.scenes.emptyMesh");
-    printf("{\"geomID\":%u,\"vertexBuffer\":%s,\"indexBuffer\":%s}", id, vb ? "true" : "false", ib ? "true" : "false");
-    end();
-  }
-  first_error = RTC_ERROR_NONE;
-  rtcReleaseScene(emptyMesh);
   /* A mesh added after the commit: Embree's release build answers from the last commit. */
   add_mesh(device, scene);
   first_error = RTC_ERROR_NONE;

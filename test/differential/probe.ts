@@ -464,14 +464,6 @@ async function programs(ctx: cl.Context, queue: cl.CommandQueue, device: cl.Devi
   put("cl.buffer.plain.flags", mc.flags);
   await refused("cl.ndrange.argsNotSet", () => queue.enqueueNDRangeKernel(add, [16]));
   add.setArg(0, ma).setArg(1, mb).setArg(2, mc);
-  // A global size of 0: OpenCL 2.1 makes it a no-op that completes its event.
-  const nothing = observe("cl.ndrange.global0", () => queue.enqueueNDRangeKernel(add, [0]));
-  if (nothing === undefined) put("cl.ndrange.global0.event", null);
-  else {
-    const commandType = nothing.commandType;
-    put("cl.ndrange.global0.event", { commandType, wait: await nothing.wait().then(() => 0, (e) => failure(e)) });
-    nothing.release();
-  }
   await command("cl.ndrange.add", () => queue.enqueueNDRangeKernel(add, [16]));
   put("cl.ndrange.add.result", [...await queue.readBuffer(mc, new Int32Array(16))]);
   await queue.writeBuffer(mc, new Int32Array(16).fill(-1));
@@ -721,10 +713,6 @@ async function scenes(): Promise<void> {
     }
   }
   put("rtc.scenes.rays", failed);
-  // A mesh with no vertex and no triangle.
-  const emptyMesh = device.newScene();
-  value("rtc.scenes.emptyMesh", () => emptyMesh.addTriangleMesh(new Float32Array(0), new Uint32Array(0)));
-  emptyMesh.release();
   // A mesh added after the commit: Embree's release build answers from the last commit.
   scene.addTriangleMesh(vertices, indices);
   value("rtc.scenes.modified.ray", () => scene.intersect1({ origin: [1, 1, 5], direction: [0, 0, -1] }));
