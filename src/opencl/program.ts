@@ -53,15 +53,16 @@ export class Program extends ContextChild {
   /** @internal use `ctx.createProgram()`. */
   constructor(context: Context, source: string) {
     if (typeof source !== "string") throw new TypeError("createProgram takes the OpenCL C source as a string");
+    if (source.length === 0) {
+      throw new RangeError("createProgram: the source is empty (clCreateProgramWithSource rejects it)");
+    }
     // The length passed goes past a NUL, but PoCL 3.1 ends the source there: the kernels after it
     // were silently missing.
     if (source.includes("\0")) throw new TypeError("createProgram: the source must not contain NUL characters");
-    // NUL-terminated: for "" the length is 0, which OpenCL reads as "up to the NUL" (an empty
-    // source is a valid program with no kernels; an empty array's pointer has no NUL behind it).
-    const bytes = encoder.encode(`${source}\0`);
+    const bytes = encoder.encode(source);
     const strings = pointerArray([backend.pointerOf(bytes)]);
     const lengths = new BigUint64Array(new ArrayBuffer(8));
-    lengths[0] = BigInt(bytes.byteLength - 1);
+    lengths[0] = BigInt(bytes.byteLength);
     const handle = opencl().symbols.clCreateProgramWithSource(
       cls.Context[handleOf](context),
       1,

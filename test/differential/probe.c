@@ -356,24 +356,6 @@ static void programs(cl_context ctx, cl_command_queue queue, cl_device_id device
   put_num_kernels("cl.program.numKernels", program);
   clCreateKernel(program, "nope", &err);
   put_code("cl.program.createKernel(nope)", "clCreateKernel", err);
-  clCreateKernel(program, "", &err);
-  put_code("cl.program.createKernel(\"\")", "clCreateKernel", err);
-  const char *empty = "";
-  size_t zero = 0;
-  /* An empty source is a valid program, with no kernels. */
-  cl_program none = clCreateProgramWithSource(ctx, 1, &empty, &zero, &err);
-  put_code("cl.program.createEmpty", "clCreateProgramWithSource", err);
-  if (none) {
-    put_string("cl.program.empty.source", s = program_string(none, CL_PROGRAM_SOURCE)); free(s);
-    put_code("cl.program.empty.build", "clBuildProgram", clBuildProgram(none, 0, NULL, "-cl-kernel-arg-info", NULL, NULL));
-    put_kernel_names("cl.program.empty.kernelNames", none);
-    put_num_kernels("cl.program.empty.numKernels", none);
-    cl_uint count = 99;
-    err = clCreateKernelsInProgram(none, 0, NULL, &count);
-    if (err != CL_SUCCESS) put_code("cl.program.empty.createKernels", "clCreateKernelsInProgram", err);
-    else put_int("cl.program.empty.createKernels", count);
-    clReleaseProgram(none);
-  }
 
   cl_kernel scale = clCreateKernel(program, "scale", &err);
   cl_kernel add = clCreateKernel(program, "add", &err);

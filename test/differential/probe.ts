@@ -427,17 +427,6 @@ async function programs(ctx: cl.Context, queue: cl.CommandQueue, device: cl.Devi
   value("cl.program.kernelNames", () => program.kernelNames);
   value("cl.program.numKernels", () => program.numKernels);
   observe("cl.program.createKernel(nope)", () => program.createKernel("nope"));
-  observe('cl.program.createKernel("")', () => program.createKernel(""));
-  // An empty source is a valid program, with no kernels.
-  const none = observe("cl.program.createEmpty", () => ctx.createProgram(""));
-  if (none !== undefined) {
-    put("cl.program.empty.source", none.source);
-    await observeAsync("cl.program.empty.build", () => none.build());
-    value("cl.program.empty.kernelNames", () => none.kernelNames);
-    value("cl.program.empty.numKernels", () => none.numKernels);
-    value("cl.program.empty.createKernels", () => none.createKernels().length);
-    none.release();
-  }
 
   const scale = program.createKernel("scale");
   const add = program.createKernel("add");
