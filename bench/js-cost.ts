@@ -87,8 +87,17 @@ const stubs: Record<string, (...args: never[]) => unknown> = {
   },
 };
 for (const table of [cl.library().symbols, cl.library().unguarded]) Object.assign(table, stubs);
-// `event.wait()` waits off the JS thread: its stub settles at once.
-Object.assign(cl.library().async, { clWaitForEvents: () => Promise.resolve(0) });
+// `event.wait()` is told by an event callback: its stub calls it back after the call returned,
+// complete, as a driver's thread does.
+const waitStubs: Record<string, (...args: never[]) => unknown> = {
+  clFlush: () => 0,
+  clSetEventCallback: (event: Pointer, _type: number, fn: Callback, id: unknown) => {
+    const handler = handlers.get(fn)!;
+    queueMicrotask(() => handler(event, 0, id));
+    return 0;
+  },
+};
+for (const table of [cl.library().symbols, cl.library().unguarded]) Object.assign(table, waitStubs);
 
 const s = stubs as unknown as Record<string, (...args: unknown[]) => unknown>;
 const context = ctx.unsafeHandle, q = queue.unsafeHandle;

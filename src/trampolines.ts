@@ -54,6 +54,8 @@ export const trampolines = {
   svmFree: kind(openclCallbacks.svmFree),
   /** clSetEventCallback's pfn_notify for the completion a queue arms; owner: src/opencl/queue.ts. */
   queueCompletion: kind(openclCallbacks.eventStatus),
+  /** clSetEventCallback's pfn_notify for `event.wait()`; owner: src/opencl/event.ts. */
+  eventWait: kind(openclCallbacks.eventStatus),
   /** rtcSetDeviceErrorFunction's function; owner: src/embree/state.ts. */
   embreeError: kind(embreeCallbacks.error),
   /** rtcSetDeviceMemoryMonitorFunction's function, with its accounts; owner: src/embree/state.ts. */

@@ -76,6 +76,14 @@ describe("objects a pending operation uses stay alive natively", () => {
 });
 
 describe("many asynchronous calls at once", () => {
+  test(
+    "300 wait()s on commands behind a closed user event hold no thread: a write, a read and finish() on another queue complete (child process)",
+    async () => {
+      await expectOk("async-gated-waits.ts", ["300"]);
+    },
+    70_000,
+  );
+
   for (const mode of ["wait", "finish", "read"]) {
     test(
       `1000 concurrent ${
@@ -88,12 +96,10 @@ describe("many asynchronous calls at once", () => {
     );
   }
 
-  test("each wait() waits on its own event, however many run at once and however often (wait lists are reused)", async () => {
-    // wait() hands clWaitForEvents, which runs off the JS thread, a list it takes from a pool and
-    // gives back once the call returned: a list given back early would be rewritten by the next
-    // wait while the first native wait still reads it, and that wait would then end on another
-    // wait's event. Four at a time: Node runs koffi's waits on 4 libuv threads, and a fifth wait
-    // on a gate that opens only after it would never start.
+  test("each wait() waits on its own event, however many run at once and however often (callback ids are reused)", async () => {
+    // Each wait is told by an event callback found by its id, and ids are reused once a callback
+    // came: an id given back early would have one wait end on another wait's event. (Written when
+    // waits were clWaitForEvents calls on reused one-event lists, which the same failure hit.)
     const ctx = cl.createContext();
     try {
       for (let round = 0; round < 3; round++) {

@@ -1,7 +1,8 @@
 /** Events: what a queued command returns, to wait on or to chain with `waitFor`. */
 import type { Pointer } from "../../ffi/types.ts";
+import { type CallbackOutcome, executorRan, IdTable, owe, paid, reportCallbackError, timer } from "../callbacks.ts";
 import { backend } from "../backend.ts";
-import { type CallbackOutcome, reportCallbackError } from "../callbacks.ts";
+import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { integer, listLength, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
@@ -63,12 +64,15 @@ function abandon(handle: Pointer): void {
 export interface CommandTracker {
   waitStarted(seq: number): void;
   waitEnded(seq: number, completed: boolean): void;
+  /** Issues the queue's commands (clFlush), as clWaitForEvents does before it waits; nothing once released. */
+  flush(): void;
   /** Whether the queue still holds its own native reference (not released yet). */
   open(): boolean;
 }
 
 /**
- * A cl_event. `wait()` never blocks the JS thread: clWaitForEvents runs on a backend thread.
+ * A cl_event. `wait()` never blocks the JS thread, nor holds a thread while it waits: the driver
+ * calls back when the command completed.
  * @example
  * import { cl } from "memlife";
  * using ctx = cl.createContext();
@@ -296,8 +300,98 @@ export class UserEvent extends Event {
   }
 }
 
+/**
+ * Waits in progress, each the function that settles it with the command's execution status. The
+ * driver tells `wait()` through a CL_COMPLETE event callback instead of a clWaitForEvents on a
+ * thread: such a call held one of the runtime's few threads for async calls (Node's 4 libuv
+ * threads, Deno's 32, Bun's 256) for as long as it waited, so waits on commands behind a closed
+ * user event, past that many, left every later async call of the program waiting behind them (a
+ * hostile pass: Node hung at 5, Deno at 35, Bun at 260; test/fixtures/async-gated-waits.ts).
+ */
+const waits = new IdTable<(status: number) => void>();
+
+/**
+ * Waits not called back yet, polled: PoCL 3.1 calls no CL_COMPLETE callback for a command that
+ * fails because an event it waits on failed (a user event released without a status), as it runs
+ * no SVM free callback then (see svm.ts `watchFailure`). The timer holds nothing: `owe()` does.
+ */
+const polled: { id: number; settle: (status: number) => void; handle: Pointer }[] = [];
+let poll: unknown;
+const POLL_MS = 50;
+
+function pollWaits(): void {
+  const lib = opencl().symbols;
+  for (let i = polled.length - 1; i >= 0; i--) {
+    const { id, settle, handle } = polled[i];
+    // Gone from the table, or the id reused: its callback came.
+    let done = waits.get(id) !== settle;
+    if (!done) {
+      const status = infoU32("clGetEventInfo", lib.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+      if (status < 0) {
+        waits.delete(id);
+        paid();
+        settle(status);
+        done = true;
+      }
+    }
+    if (done) polled.splice(i, 1);
+  }
+  if (polled.length === 0) {
+    clearInterval(poll as ReturnType<typeof setInterval>);
+    poll = undefined;
+  }
+}
+
+const waitTrampoline = trampolines.eventWait((_event, status, id) => {
+  const settle = waits.delete(id);
+  if (settle === undefined) return;
+  paid();
+  // Settling only queues the promise's reactions: no program code runs inside the driver's call.
+  settle(status);
+});
+
 /** `wait()`'s native wait, given what it needs of the event: never the event object itself. */
-async function waitFor(
+function waitFor(
+  handle: Pointer,
+  context: Context,
+  after: Promise<void> | undefined,
+  tracker: CommandTracker | undefined,
+  seq: number,
+): Promise<void> {
+  let settle: ((status: number) => void) | undefined;
+  const completed = new Promise<number>((resolve) => (settle = resolve));
+  let id = 0;
+  let owed = false;
+  try {
+    executorRan(settle, completed);
+    // clWaitForEvents flushes the event's queue first: without it, a driver may hold the command
+    // back (NVIDIA submits on a flush), and its callback would never come.
+    tracker?.flush();
+    if (poll === undefined) {
+      poll = timer(pollWaits, POLL_MS, true);
+      backend.unrefTimer(poll);
+    }
+    id = waits.add(settle!);
+    // The loop stays alive until the callback came, as it did while a thread waited.
+    owe();
+    owed = true;
+    // The guarded binding: PoCL calls back inside the call when the event has completed already.
+    const status = opencl().symbols.clSetEventCallback(handle, ExecutionStatus.COMPLETE, waitTrampoline(), id);
+    if (status !== OpenCLStatus.CL_SUCCESS) throw new OpenCLError("clSetEventCallback", status);
+    if (waits.get(id) === settle) polled.push({ id, settle: settle!, handle });
+  } catch (error) {
+    // No callback will come: the wait ends here, with what `wait()` took for it let go.
+    if (waits.delete(id) !== undefined && owed) paid();
+    opencl().symbols.clReleaseEvent(handle);
+    cls.disown(context);
+    after?.catch((e) => reportCallbackError(e, "svmFree"));
+    return Promise.reject(error);
+  }
+  return waitEnd(completed, handle, context, after, tracker, seq);
+}
+
+async function waitEnd(
+  completed: Promise<number>,
   handle: Pointer,
   context: Context,
   after: Promise<void> | undefined,
@@ -305,34 +399,35 @@ async function waitFor(
   seq: number,
 ): Promise<void> {
   tracker?.waitStarted(seq);
-  let status: number | undefined;
-  const list = waitLists.pop() ?? new BigUint64Array(new ArrayBuffer(8));
-  list[0] = backend.address(handle);
-  try {
-    status = await opencl().async.clWaitForEvents(1, list) as number;
-    // Returned: the native side is done with the list. (After a rejection it may not be.)
-    if (waitLists.length < MAX_WAIT_LISTS) waitLists.push(list);
-  } finally {
-    tracker?.waitEnded(seq, status === OpenCLStatus.CL_SUCCESS);
-    opencl().symbols.clReleaseEvent(handle);
-    cls.disown(context);
-    // This wait rejects with the native failure; a callback exception still reaches the program.
-    if (status !== OpenCLStatus.CL_SUCCESS) after?.catch((error) => reportCallbackError(error, "svmFree"));
+  let status = await completed;
+  // PoCL 3.1 calls a command whose wait list failed back with CL_COMPLETE: its status says the
+  // truth (-14, what clWaitForEvents answers for it; test/differential.spec.ts).
+  if (status === ExecutionStatus.COMPLETE) {
+    try {
+      status = infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) |
+        0;
+    } catch {
+      // Unreadable: the callback's word stands, and the wait still lets go of what it holds below.
+    }
   }
-  check("clWaitForEvents", status);
+  tracker?.waitEnded(seq, status === ExecutionStatus.COMPLETE);
+  opencl().symbols.clReleaseEvent(handle);
+  cls.disown(context);
+  if (status !== ExecutionStatus.COMPLETE) {
+    // This wait rejects with the command's failure; a callback exception still reaches the program.
+    after?.catch((error) => reportCallbackError(error, "svmFree"));
+    // What clWaitForEvents answers for a command that failed: the same error as before, and as C's.
+    throw new OpenCLError(
+      "clWaitForEvents",
+      OpenCLStatus.CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+      // The command's own word: a negative status, often not a cl.h error (PoCL's -1 is not CL_DEVICE_NOT_FOUND).
+      `the command's execution status is ${status}`,
+    );
+  }
   await after;
 }
 
 function noop(): void {}
-
-/**
- * One-event lists for `wait()`'s clWaitForEvents, reused. The call runs off the JS thread and reads
- * its list until it returns, so each wait takes a list of its own and gives it back after; making
- * one is an ArrayBuffer, about 275 ns on V8 and 135 on Bun, a fifth of `await queue.writeBuffer()`'s
- * JS (bench/js-cost.ts). Kept: as many as waits ran at once, at most MAX_WAIT_LISTS.
- */
-const waitLists: BigUint64Array[] = [];
-const MAX_WAIT_LISTS = 64;
 
 const noWait: { count: number; list: BigUint64Array | null } = Object.freeze({ count: 0, list: null });
 const noEvents: readonly Event[] = Object.freeze([]);

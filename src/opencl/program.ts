@@ -53,8 +53,10 @@ export class Program extends ContextChild {
   /** @internal use `ctx.createProgram()`. */
   constructor(context: Context, source: string) {
     if (typeof source !== "string") throw new TypeError("createProgram takes the OpenCL C source as a string");
+    // clCreateProgramWithSource takes "" on PoCL, but NVIDIA's driver (580, H100) builds such a
+    // program and then crashes when its kernels are asked for (SIGSEGV, a differential pass).
     if (source.length === 0) {
-      throw new RangeError("createProgram: the source is empty (clCreateProgramWithSource rejects it)");
+      throw new RangeError("createProgram: the source is empty (a program with no kernels crashes NVIDIA's driver)");
     }
     // The length passed goes past a NUL, but PoCL 3.1 ends the source there: the kernels after it
     // were silently missing.

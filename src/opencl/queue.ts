@@ -1106,6 +1106,10 @@ export class CommandQueue {
       CommandQueue[completedThrough](this, seq, completed);
     },
     open: () => this.#handle !== null,
+    flush: () => {
+      // A released queue was flushed by its release (clReleaseCommandQueue flushes).
+      if (this.#handle !== null) check("clFlush", opencl().symbols.clFlush(this.#handle));
+    },
   };
 
   #scheduleCheck(delay = ARM_AFTER_MS): void {

@@ -498,8 +498,17 @@ async function programs(ctx: cl.Context, queue: cl.CommandQueue, device: cl.Devi
   await observeAsync("cl.program.broken.build", () => broken.build());
   value("cl.program.broken.buildStatus", () => broken.buildStatus());
   put("cl.program.broken.buildLogMentions", broken.buildLog().includes("undeclared"));
-  // The whole log, but for the name of PoCL's temporary file, new in each build.
-  put("cl.program.broken.buildLog", broken.buildLog().replace(/tempfile_[A-Za-z0-9]*/g, "tempfile_*"));
+  // The whole log, but for the name of PoCL's temporary file, new in each build, and for clang's
+  // "stack nearly exhausted" warning, which PoCL's clang gives at random on a build that runs off
+  // the main thread (1 run in 3 or 4 on Node, never in C, which builds on its main thread; not
+  // looked into: possibly LLVM's bottom-of-stack mark taken on another thread).
+  put(
+    "cl.program.broken.buildLog",
+    broken.buildLog().replace(/tempfile_[A-Za-z0-9]*/g, "tempfile_*").replace(
+      /^warning: .*stack nearly exhausted.*\n/gm,
+      "",
+    ),
+  );
   value("cl.program.broken.kernelNames", () => broken.kernelNames);
   observe("cl.program.broken.createKernels", () => broken.createKernels());
   broken.release();
