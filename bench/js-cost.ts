@@ -91,6 +91,11 @@ for (const table of [cl.library().symbols, cl.library().unguarded]) Object.assig
 // complete, as a driver's thread does.
 const waitStubs: Record<string, (...args: never[]) => unknown> = {
   clFlush: () => 0,
+  // What the wait reads once called back (CL_COMPLETE, 0, for every info the loops ask).
+  clGetEventInfo: (_event: Pointer, _param: number, _size: number, value: Uint8Array | null) => {
+    value?.fill(0);
+    return 0;
+  },
   clSetEventCallback: (event: Pointer, _type: number, fn: Callback, id: unknown) => {
     const handler = handlers.get(fn)!;
     queueMicrotask(() => handler(event, 0, id));

@@ -37,6 +37,14 @@ export class IdTable<T> {
   get size(): number {
     return this.#entries.length - 1 - this.#free.length;
   }
+  /** Each entry with its id, in id order; `fn` may delete the one it is given. */
+  forEach(fn: (entry: T, id: number) => void): void {
+    const entries = this.#entries;
+    for (let id = 1; id < entries.length; id++) {
+      const entry = entries[id];
+      if (entry !== undefined) fn(entry, id);
+    }
+  }
 }
 
 // --- deferral ------------------------------------------------------------------------------------

@@ -308,46 +308,43 @@ export class UserEvent extends Event {
  * user event, past that many, left every later async call of the program waiting behind them (a
  * hostile pass: Node hung at 5, Deno at 35, Bun at 260; test/fixtures/async-gated-waits.ts).
  */
-const waits = new IdTable<(status: number) => void>();
+const waits = new IdTable<Wait>();
+
+interface Wait {
+  settle: (status: number) => void;
+  /** The wait's own reference to the cl_event, for the poll. */
+  handle: Pointer;
+}
 
 /**
- * Waits not called back yet, polled: PoCL 3.1 calls no CL_COMPLETE callback for a command that
- * fails because an event it waits on failed (a user event released without a status), as it runs
- * no SVM free callback then (see svm.ts `watchFailure`). The timer holds nothing: `owe()` does.
+ * The waits not called back yet are polled: PoCL 3.1 calls no CL_COMPLETE callback for a command
+ * that fails because an event it waits on failed (a user event released without a status), as it
+ * runs no SVM free callback then (see svm.ts `watchFailure`). The timer holds nothing: `owe()` does.
  */
-const polled: { id: number; settle: (status: number) => void; handle: Pointer }[] = [];
 let poll: unknown;
 const POLL_MS = 50;
 
 function pollWaits(): void {
   const lib = opencl().symbols;
-  for (let i = polled.length - 1; i >= 0; i--) {
-    const { id, settle, handle } = polled[i];
-    // Gone from the table, or the id reused: its callback came.
-    let done = waits.get(id) !== settle;
-    if (!done) {
-      const status = infoU32("clGetEventInfo", lib.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
-      if (status < 0) {
-        waits.delete(id);
-        paid();
-        settle(status);
-        done = true;
-      }
-    }
-    if (done) polled.splice(i, 1);
-  }
-  if (polled.length === 0) {
+  waits.forEach(({ settle, handle }, id) => {
+    const status = infoU32("clGetEventInfo", lib.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+    if (status >= 0) return;
+    waits.delete(id);
+    paid();
+    settle(status);
+  });
+  if (waits.size === 0) {
     clearInterval(poll as ReturnType<typeof setInterval>);
     poll = undefined;
   }
 }
 
 const waitTrampoline = trampolines.eventWait((_event, status, id) => {
-  const settle = waits.delete(id);
-  if (settle === undefined) return;
+  const wait = waits.delete(id);
+  if (wait === undefined) return;
   paid();
   // Settling only queues the promise's reactions: no program code runs inside the driver's call.
-  settle(status);
+  wait.settle(status);
 });
 
 /** `wait()`'s native wait, given what it needs of the event: never the event object itself. */
@@ -371,14 +368,13 @@ function waitFor(
       poll = timer(pollWaits, POLL_MS, true);
       backend.unrefTimer(poll);
     }
-    id = waits.add(settle!);
+    id = waits.add({ settle: settle!, handle });
     // The loop stays alive until the callback came, as it did while a thread waited.
     owe();
     owed = true;
     // The guarded binding: PoCL calls back inside the call when the event has completed already.
     const status = opencl().symbols.clSetEventCallback(handle, ExecutionStatus.COMPLETE, waitTrampoline(), id);
     if (status !== OpenCLStatus.CL_SUCCESS) throw new OpenCLError("clSetEventCallback", status);
-    if (waits.get(id) === settle) polled.push({ id, settle: settle!, handle });
   } catch (error) {
     // No callback will come: the wait ends here, with what `wait()` took for it let go.
     if (waits.delete(id) !== undefined && owed) paid();
