@@ -314,6 +314,10 @@ interface Wait {
   settle: (status: number) => void;
   /** The wait's own reference to the cl_event, for the poll. */
   handle: Pointer;
+  /** Its owe() is counted and not paid yet. */
+  owes: boolean;
+  /** `wait()` gave up on it (the registration threw): the poll lets it go (see waitFor). */
+  dropped: boolean;
 }
 
 /**
@@ -326,12 +330,14 @@ const POLL_MS = 50;
 
 function pollWaits(): void {
   const lib = opencl().symbols;
-  waits.forEach(({ settle, handle }, id) => {
-    const status = infoU32("clGetEventInfo", lib.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
-    if (status >= 0) return;
+  waits.forEach((wait, id) => {
+    if (!wait.dropped) {
+      const status = infoU32("clGetEventInfo", lib.clGetEventInfo, wait.handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+      if (status >= 0) return;
+      wait.settle(status);
+    }
     waits.delete(id);
-    paid();
-    settle(status);
+    if (wait.owes) paid();
   });
   if (waits.size === 0) {
     clearInterval(poll as ReturnType<typeof setInterval>);
@@ -340,9 +346,16 @@ function pollWaits(): void {
 }
 
 const waitTrampoline = trampolines.eventWait((_event, status, id) => {
-  const wait = waits.delete(id);
+  const wait = waits.get(id);
   if (wait === undefined) return;
-  paid();
+  // Paid while the entry is still in the table, and marked paid after: inside clSetEventCallback
+  // at the edge of the stack (PoCL calls back in the call) paid() may throw, and the entry left
+  // owing is then the poll's to pay (see waitFor), not a debt lost for ever.
+  if (wait.owes) {
+    paid();
+    wait.owes = false;
+  }
+  waits.delete(id);
   // Settling only queues the promise's reactions: no program code runs inside the driver's call.
   wait.settle(status);
 });
@@ -357,8 +370,7 @@ function waitFor(
 ): Promise<void> {
   let settle: ((status: number) => void) | undefined;
   const completed = new Promise<number>((resolve) => (settle = resolve));
-  let id = 0;
-  let owed = false;
+  let wait: Wait | undefined;
   try {
     executorRan(settle, completed);
     // clWaitForEvents flushes the event's queue first: without it, a driver may hold the command
@@ -368,16 +380,24 @@ function waitFor(
       poll = timer(pollWaits, POLL_MS, true);
       backend.unrefTimer(poll);
     }
-    id = waits.add({ settle: settle!, handle });
+    const entry: Wait = { settle: settle!, handle, owes: false, dropped: false };
+    const id = waits.add(entry);
+    wait = entry;
     // The loop stays alive until the callback came, as it did while a thread waited.
     owe();
-    owed = true;
+    entry.owes = true;
     // The guarded binding: PoCL calls back inside the call when the event has completed already.
     const status = opencl().symbols.clSetEventCallback(handle, ExecutionStatus.COMPLETE, waitTrampoline(), id);
     if (status !== OpenCLStatus.CL_SUCCESS) throw new OpenCLError("clSetEventCallback", status);
   } catch (error) {
+    // A promise whose executor could not run rejected, and executorRan's own call may have run
+    // out of stack before it handled that (Deno: an uncaught RangeError).
+    if (settle === undefined) completed.catch(noop);
+    // The poll lets go of the entry and pays what it owes, on a fresh stack: here, at the edge of
+    // the stack, paid() threw after the entry left the table, and the loop was held for ever (a
+    // hostile pass, all three runtimes; test/fixtures/stack-limit.ts "wait"). A store cannot throw.
+    if (wait !== undefined) wait.dropped = true;
     // No callback will come: the wait ends here, with what `wait()` took for it let go.
-    if (waits.delete(id) !== undefined && owed) paid();
     opencl().symbols.clReleaseEvent(handle);
     cls.disown(context);
     after?.catch((e) => reportCallbackError(e, "svmFree"));
