@@ -314,6 +314,13 @@ interface Wait {
   settle: (status: number) => void;
   /** The wait's own reference to the cl_event, for the poll. */
   handle: Pointer;
+  /**
+   * Its address, which a callback must name: the poll settles a wait whose command failed when no
+   * callback came and gives its id to the next wait, and a driver that called back for the first
+   * after all would settle the second with its status. (Ids never reused, in a Map, cost 200-250 ns
+   * a wait more on V8, bench/js-cost.ts "writeBuffer awaited".)
+   */
+  address: bigint;
   /** Its owe() is counted and not paid yet. */
   owes: boolean;
   /** `wait()` gave up on it (the registration threw): the poll lets it go (see waitFor). */
@@ -345,9 +352,9 @@ function pollWaits(): void {
   }
 }
 
-const waitTrampoline = trampolines.eventWait((_event, status, id) => {
+const waitTrampoline = trampolines.eventWait((event, status, id) => {
   const wait = waits.get(id);
-  if (wait === undefined) return;
+  if (wait === undefined || backend.address(event) !== wait.address) return;
   // Paid while the entry is still in the table, and marked paid after: inside clSetEventCallback
   // at the edge of the stack (PoCL calls back in the call) paid() may throw, and the entry left
   // owing is then the poll's to pay (see waitFor), not a debt lost for ever.
@@ -380,7 +387,7 @@ function waitFor(
       poll = timer(pollWaits, POLL_MS, true);
       backend.unrefTimer(poll);
     }
-    const entry: Wait = { settle: settle!, handle, owes: false, dropped: false };
+    const entry: Wait = { settle: settle!, handle, address: backend.address(handle), owes: false, dropped: false };
     const id = waits.add(entry);
     wait = entry;
     // The loop stays alive until the callback came, as it did while a thread waited.
