@@ -220,7 +220,7 @@ describe("memlife called at the edge of the stack (code that recursed until it o
     assert.equal(r.code, 0, out);
     assert.match(r.stdout.trim().split("\n").at(-1) ?? "", /^ok/, out);
   };
-  for (const mode of ["destructor", "onfree", "quiet", "timers", "wait"]) {
+  for (const mode of ["destructor", "onfree", "quiet", "timers", "wait", "finish"]) {
     test(`${mode}: later callbacks still run and the program ends (child process)`, () => stackLimit(mode), 70_000);
   }
 

@@ -75,11 +75,44 @@ describe("objects a pending operation uses stay alive natively", () => {
   );
 });
 
+describe("finish() and failed commands", () => {
+  test("finish() resolves when a command before it failed, as clFinish returns, and the queue goes on", async () => {
+    // finish() waits on a marker of its own, which PoCL fails when a command before it failed
+    // while the marker was queued: clFinish returns CL_SUCCESS there.
+    using ctx = cl.createContext();
+    using q = ctx.createCommandQueue();
+    using before = ctx.createUserEvent();
+    using failedBefore = q.enqueueMarker({ waitFor: [before] });
+    before.setStatus(-5);
+    await assert.rejects(failedBefore.wait(), OpenCLError);
+    await withTimeout(q.finish(), 10_000, "finish() after a command that failed");
+
+    using during = ctx.createUserEvent();
+    using failedDuring = q.enqueueMarker({ waitFor: [during] });
+    const finish = q.finish();
+    during.setStatus(-5);
+    await withTimeout(finish, 10_000, "finish() of a command that failed while it waited");
+    await assert.rejects(failedDuring.wait(), OpenCLError);
+
+    using later = q.enqueueMarker();
+    await withTimeout(q.finish(), 10_000, "finish() after both");
+    assert.equal(later.status, cl.ExecutionStatus.COMPLETE);
+  });
+});
+
 describe("many asynchronous calls at once", () => {
   test(
     "300 wait()s on commands behind a closed user event hold no thread: a write, a read and finish() on another queue complete (child process)",
     async () => {
-      await expectOk("async-gated-waits.ts", ["300"]);
+      await expectOk("async-gated-waits.ts", ["300", "wait"]);
+    },
+    70_000,
+  );
+
+  test(
+    "300 finish()es of queues behind a closed user event hold no thread: a write, a read and finish() on another queue complete (child process)",
+    async () => {
+      await expectOk("async-gated-waits.ts", ["300", "finish"]);
     },
     70_000,
   );

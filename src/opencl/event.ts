@@ -254,7 +254,7 @@ export class Event {
       const after = this.#after?.hold();
       // It may reject before the native wait returns: handled in waitFor, not an unhandled rejection.
       after?.catch(noop);
-      return waitFor(handle, context, after, this.#tracker, this.#seq);
+      return waitFor(handle, context, after, this.#tracker, this.#seq, true);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -328,6 +328,14 @@ interface Wait {
 }
 
 /**
+ * The cl_events of waits that could not be set up (at the edge of the stack), with the context
+ * each holds: released by the poll once their command ended, as PoCL 3.1 aborts when a user event
+ * fails under a queued command whose event was released (README, threading facts; a finish()'s
+ * marker at the edge did it, test/fixtures/stack-limit.ts "finish").
+ */
+const strays: { handle: Pointer; context: Context }[] = [];
+
+/**
  * The waits not called back yet are polled: PoCL 3.1 calls no CL_COMPLETE callback for a command
  * that fails because an event it waits on failed (a user event released without a status), as it
  * runs no SVM free callback then (see svm.ts `watchFailure`). The timer holds nothing: `owe()` does.
@@ -346,7 +354,14 @@ function pollWaits(): void {
     waits.delete(id);
     if (wait.owes) paid();
   });
-  if (waits.size === 0) {
+  for (let i = strays.length - 1; i >= 0; i--) {
+    const { handle, context } = strays[i];
+    if ((infoU32("clGetEventInfo", lib.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0) > 0) continue;
+    strays.splice(i, 1);
+    lib.clReleaseEvent(handle);
+    cls.disown(context);
+  }
+  if (waits.size === 0 && strays.length === 0) {
     clearInterval(poll as ReturnType<typeof setInterval>);
     poll = undefined;
   }
@@ -354,7 +369,8 @@ function pollWaits(): void {
 
 const waitTrampoline = trampolines.eventWait((event, status, id) => {
   const wait = waits.get(id);
-  if (wait === undefined || backend.address(event) !== wait.address) return;
+  // A dropped wait's cl_event is a stray, the poll's to release.
+  if (wait === undefined || wait.dropped || backend.address(event) !== wait.address) return;
   // Paid while the entry is still in the table, and marked paid after: inside clSetEventCallback
   // at the edge of the stack (PoCL calls back in the call) paid() may throw, and the entry left
   // owing is then the poll's to pay (see waitFor), not a debt lost for ever.
@@ -367,13 +383,18 @@ const waitTrampoline = trampolines.eventWait((event, status, id) => {
   wait.settle(status);
 });
 
-/** `wait()`'s native wait, given what it needs of the event: never the event object itself. */
+/**
+ * `wait()`'s native wait, given what it needs of the event: never the event object itself. It owns
+ * a reference to the cl_event `handle` and one to `context` (see `adopt`), both let go once the
+ * command ended. A failed command rejects it when `rejects`; otherwise it resolves all the same.
+ */
 function waitFor(
   handle: Pointer,
   context: Context,
   after: Promise<void> | undefined,
   tracker: CommandTracker | undefined,
   seq: number,
+  rejects: boolean,
 ): Promise<void> {
   let settle: ((status: number) => void) | undefined;
   const completed = new Promise<number>((resolve) => (settle = resolve));
@@ -404,13 +425,24 @@ function waitFor(
     // the stack, paid() threw after the entry left the table, and the loop was held for ever (a
     // hostile pass, all three runtimes; test/fixtures/stack-limit.ts "wait"). A store cannot throw.
     if (wait !== undefined) wait.dropped = true;
-    // No callback will come: the wait ends here, with what `wait()` took for it let go.
-    opencl().symbols.clReleaseEvent(handle);
-    cls.disown(context);
+    // No callback will settle it: the cl_event and the context go to the poll, released once the
+    // command ended. An element store makes no call, so it cannot run out of stack here; without a
+    // poll running (its timer could not be made here), the next wait's poll releases them.
+    strays[strays.length] = { handle, context };
     after?.catch((e) => reportCallbackError(e, "svmFree"));
     return Promise.reject(error);
   }
-  return waitEnd(completed, handle, context, after, tracker, seq);
+  return waitEnd(completed, handle, context, after, tracker, seq, rejects);
+}
+
+/**
+ * @internal `queue.finish()`'s wait: resolves once the command of `marker` (a marker with no wait
+ * list, whose cl_event it owns) ended, failed or not, as clFinish returns for failed commands. The
+ * marker fails when a command before it failed while it was queued (PoCL 3.1).
+ */
+export function markerEnded(marker: Pointer, context: Context, tracker: CommandTracker, seq: number): Promise<void> {
+  cls.adopt(context);
+  return waitFor(marker, context, undefined, tracker, seq, false);
 }
 
 async function waitEnd(
@@ -420,6 +452,7 @@ async function waitEnd(
   after: Promise<void> | undefined,
   tracker: CommandTracker | undefined,
   seq: number,
+  rejects: boolean,
 ): Promise<void> {
   tracker?.waitStarted(seq);
   let status = await completed;
@@ -436,7 +469,7 @@ async function waitEnd(
   tracker?.waitEnded(seq, status === ExecutionStatus.COMPLETE);
   opencl().symbols.clReleaseEvent(handle);
   cls.disown(context);
-  if (status !== ExecutionStatus.COMPLETE) {
+  if (status !== ExecutionStatus.COMPLETE && rejects) {
     // This wait rejects with the command's failure; a callback exception still reaches the program.
     after?.catch((error) => reportCallbackError(error, "svmFree"));
     // What clWaitForEvents answers for a command that failed: the same error as before, and as C's.

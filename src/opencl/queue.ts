@@ -24,7 +24,7 @@ import { ExecutionStatus, QueueInfo } from "./constants.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, releaseFailed, scratchPointers } from "./native.ts";
 import { Buffer } from "./buffer.ts";
-import { type CommandTracker, Event, waitEvents, waitHandles } from "./event.ts";
+import { type CommandTracker, Event, markerEnded, waitEvents, waitHandles } from "./event.ts";
 import {
   abandonFree,
   oweFree,
@@ -1187,17 +1187,33 @@ export class CommandQueue {
   async finish(): Promise<void> {
     const handle = this.#live();
     const upTo = this.#seq;
-    this.#tracker.waitStarted(upTo);
-    const call = opencl().async.clFinish(handle) as Promise<number>;
-    // release() waits for it: the queue must not be released under a clFinish still running.
-    this.#track(call);
-    let status: number | undefined;
-    try {
-      status = await call;
-    } finally {
-      this.#tracker.waitEnded(upTo, status === OpenCLStatus.CL_SUCCESS);
+    const s = opencl().symbols;
+    if (s.clEnqueueMarkerWithWaitList !== undefined) {
+      // A marker with no wait list ends once every command before it did, and its completion
+      // callback says so without holding a thread (see `markerEnded`). A clFinish on a thread held
+      // one of the runtime's few threads for async calls while it waited: finish() of queues behind
+      // closed user events, past Node's 4, Deno's 32 and Bun's 256, held up every later async call
+      // (test/fixtures/async-gated-waits.ts "finish").
+      check("clEnqueueMarkerWithWaitList", s.clEnqueueMarkerWithWaitList(handle, 0, null, eventOut) as number);
+      const ended = markerEnded(backend.readPointer(eventOut, 0) as Pointer, this.#context, this.#tracker, upTo);
+      // Not needed for the queue's sake (the marker's cl_event holds it), but release()'s promise:
+      // the native release waits for a finish() in progress.
+      this.#track(ended);
+      await ended;
+    } else {
+      // An OpenCL 1.1 library: a clFinish on one of the runtime's threads.
+      this.#tracker.waitStarted(upTo);
+      const call = opencl().async.clFinish(handle) as Promise<number>;
+      // release() waits for it: the queue must not be released under a clFinish still running.
+      this.#track(call);
+      let status: number | undefined;
+      try {
+        status = await call;
+      } finally {
+        this.#tracker.waitEnded(upTo, status === OpenCLStatus.CL_SUCCESS);
+      }
+      check("clFinish", status);
     }
-    check("clFinish", status);
     while (this.#calls.size > 0) await Promise.all([...this.#calls]);
   }
 
