@@ -100,6 +100,85 @@ describe("finish() and failed commands", () => {
   });
 });
 
+describe("a wait list with an event that already failed", () => {
+  test("every enqueue refuses it with CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST, enqueues nothing, and the queue goes on", async () => {
+    // PoCL 3.1 enqueued such a command and never ran it, nor any later command of its queue (a
+    // marker, a write and finish() stayed queued for ever); NVIDIA refuses the enqueue with the
+    // failed event's status as its error code (-9 read as CL_IMAGE_FORMAT_MISMATCH).
+    using ctx = cl.createContext();
+    using q = ctx.createCommandQueue();
+    using buf = ctx.createBuffer(64);
+    using other = ctx.createBuffer(64);
+    const data = new Uint8Array(64);
+    using gate = ctx.createUserEvent();
+    gate.setStatus(-9);
+    using commandGate = ctx.createUserEvent();
+    using failedCommand = q.enqueueMarker({ waitFor: [commandGate] });
+    commandGate.setStatus(-7);
+    await assert.rejects(failedCommand.wait(), OpenCLError);
+    using program = ctx.createProgram("__kernel void k(__global int *o) { o[0] = 1; }");
+    await program.build();
+    using kernel = program.createKernel("k").setArg(0, buf);
+    const svm = ctx.devices[0].svm.coarseGrainBuffer;
+    using allocation = svm ? ctx.svmAlloc(64) : undefined;
+    const enqueues: [string, (waitFor: cl.Event[]) => unknown][] = [
+      ["clEnqueueMarkerWithWaitList", (waitFor) => q.enqueueMarker({ waitFor })],
+      ["clEnqueueBarrierWithWaitList", (waitFor) => q.enqueueBarrier({ waitFor })],
+      ["clEnqueueWriteBuffer", (waitFor) => q.enqueueWriteBuffer(buf, data, { waitFor })],
+      ["clEnqueueReadBuffer", (waitFor) => q.enqueueReadBuffer(buf, data, { waitFor })],
+      ["clEnqueueCopyBuffer", (waitFor) => q.enqueueCopyBuffer(buf, other, { waitFor })],
+      ["clEnqueueFillBuffer", (waitFor) => q.enqueueFillBuffer(buf, cl.int(1), { waitFor })],
+      ["clEnqueueNDRangeKernel", (waitFor) => q.enqueueNDRangeKernel(kernel, [1], { waitFor })],
+    ];
+    if (allocation !== undefined) {
+      enqueues.push(
+        ["clEnqueueSVMMemcpy", (waitFor) => q.enqueueSVMMemcpy(allocation, data, { waitFor })],
+        ["clEnqueueSVMMemFill", (waitFor) => q.enqueueSVMMemFill(allocation, cl.int(1), { waitFor })],
+        ["clEnqueueSVMMap", (waitFor) => q.enqueueSVMMap(allocation, { waitFor })],
+        ["clEnqueueSVMFree", (waitFor) => q.enqueueSVMFree([allocation], { waitFor })],
+        ["clEnqueueSVMFree", (waitFor) => q.enqueueSVMFree([allocation], { waitFor, onFree() {} })],
+      );
+    }
+    for (const failed of [gate, failedCommand]) {
+      for (const [fn, enqueue] of enqueues) {
+        // Alive events first and last: the failed one is found wherever it stands in the list.
+        using open = q.enqueueMarker();
+        let made: unknown;
+        assert.throws(
+          () => (made = enqueue([open, failed, open])),
+          (e: unknown) => e instanceof OpenCLError && e.fn === fn && e.code === -14 && /waitFor\[1\]/.test(e.message),
+          `${fn} behind a ${failed === gate ? "user event" : "command"} that failed`,
+        );
+        assert.equal(made, undefined);
+      }
+    }
+    await assert.rejects(
+      q.writeBuffer(buf, data, { waitFor: [gate] }),
+      (e: unknown) => e instanceof OpenCLError && e.code === -14,
+    );
+    await assert.rejects(
+      q.readBuffer(buf, data, { waitFor: [gate] }),
+      (e: unknown) => e instanceof OpenCLError && e.code === -14,
+    );
+    if (allocation !== undefined) {
+      await assert.rejects(
+        q.mapSVM(allocation, { waitFor: [gate] }),
+        (e: unknown) => e instanceof OpenCLError && e.code === -14,
+      );
+      assert.equal(allocation.alive, true, "a refused free frees nothing");
+      using mapping = q.enqueueSVMMap(allocation);
+      await mapping.event.wait();
+      assert.throws(
+        () => mapping.unmap({ waitFor: [gate] }),
+        (e: unknown) => e instanceof OpenCLError && e.code === -14,
+      );
+    }
+    using later = q.enqueueWriteBuffer(buf, data);
+    await withTimeout(q.finish(), 10_000, "finish() after the refusals");
+    assert.equal(later.status, cl.ExecutionStatus.COMPLETE);
+  });
+});
+
 describe("many asynchronous calls at once", () => {
   test(
     "300 wait()s on commands behind a closed user event hold no thread: a write, a read and finish() on another queue complete (child process)",

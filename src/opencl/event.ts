@@ -509,11 +509,29 @@ export function waitEvents(events: unknown): readonly Event[] {
   return out;
 }
 
-/** The `cl_event *` wait list of `events`, taken once no getter of the call can run any more. */
-export function waitHandles(events: readonly Event[]): { count: number; list: BigUint64Array | null } {
+/**
+ * The `cl_event *` wait list of `events` for the enqueue `fn`, taken once no getter of the call can
+ * run any more. An event that already failed is refused, with the error C's blocking calls give
+ * for it: PoCL 3.1 enqueued the command and never ran it, nor any later command of its queue
+ * (their waits and finish() never settled), and NVIDIA refuses the enqueue with the failed event's
+ * status for an error code (-9 read as CL_IMAGE_FORMAT_MISMATCH). One status read per event.
+ */
+export function waitHandles(events: readonly Event[], fn: string): { count: number; list: BigUint64Array | null } {
   if (events.length === 0) return noWait;
   const handles = new Array<Pointer>(events.length);
-  for (let i = 0; i < events.length; i++) handles[i] = Event[handleOf](events[i]);
+  const getInfo = opencl().symbols.clGetEventInfo;
+  for (let i = 0; i < events.length; i++) {
+    const handle = Event[handleOf](events[i]);
+    const status = infoU32("clGetEventInfo", getInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+    if (status < 0) {
+      throw new OpenCLError(
+        fn,
+        OpenCLStatus.CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+        `waitFor[${i}] failed (its execution status is ${status}): a command behind it would never run`,
+      );
+    }
+    handles[i] = handle;
+  }
   // The count is the list's own: C reads exactly what was built.
   const list = pointerArray(handles);
   return { count: list.length, list };

@@ -377,7 +377,7 @@ export class SVMMapping {
     // Unmapped again by a getter above: nothing left to do, and a second unmap would be an error.
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
     const handle = CommandQueue[handleOf](queue);
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueSVMUnmap");
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
     this.#mapped = false;
@@ -568,7 +568,7 @@ export class CommandQueue {
     const svm = withAllocationsBehind(undefined, host);
     const handle = this.#live();
     const mem = Buffer[commandHandle](buffer);
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, fn);
     check(fn, opencl().symbols[fn](handle, mem, 0, offset, bytes, hostPointer(host, bytes), count, list, eventOut));
     const event = CommandQueue[newCommand](this);
     CommandQueue[pinCommand](this, event, svm, host);
@@ -675,7 +675,7 @@ export class CommandQueue {
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueSVMFree");
     const array = n > 0 ? scratchPointers(n) : null;
     for (let i = 0; i < n; i++) backend.writePointer(array!, i, SVMAllocation[svmPointer](given[i]));
     // Without onFree and without a wait list there is nothing to call back nor to watch: the driver
@@ -792,7 +792,7 @@ export class CommandQueue {
     const handle = this.#live();
     const k = Kernel[handleOf](kernel);
     const svm = Kernel[commandUses](kernel);
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueNDRangeKernel");
     check(
       "clEnqueueNDRangeKernel",
       opencl().symbols.clEnqueueNDRangeKernel(
@@ -845,7 +845,7 @@ export class CommandQueue {
     let svm: SVMAllocation[] | undefined = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
     if (host !== undefined) svm = withAllocationsBehind(svm, host as ArrayBufferView | ArrayBufferView[]);
     const handle = this.#live();
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueSVMMemcpy");
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d, s, size, count, list, eventOut) as number);
     const event = CommandQueue[newCommand](this);
@@ -886,7 +886,7 @@ export class CommandQueue {
     const size = fillSize(offset, given, SVMAllocation[svmSize](allocation), length, "enqueueSVMMemFill");
     const handle = this.#live();
     const pointer = offsetPointer(SVMAllocation[svmPointer](allocation), offset);
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueSVMMemFill");
     const fill = clEnqueueSVMMemFill ??= optionalSymbol("clEnqueueSVMMemFill", "an OpenCL 2.0 platform");
     check(
       "clEnqueueSVMMemFill",
@@ -931,7 +931,7 @@ export class CommandQueue {
     const events = waitEvents(own(bag, "waitFor"));
     const handle = this.#live();
     const pointer = offsetPointer(SVMAllocation[svmPointer](allocation), offset);
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueSVMMap");
     const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMap", map(handle, 0, flags, pointer, size, count, list, eventOut) as number);
     const event = CommandQueue[newCommand](this);
@@ -972,7 +972,7 @@ export class CommandQueue {
     const handle = this.#live();
     const s = Buffer[commandHandle](src);
     const d = Buffer[commandHandle](dst);
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueCopyBuffer");
     check(
       "clEnqueueCopyBuffer",
       opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut),
@@ -990,7 +990,7 @@ export class CommandQueue {
     const size = fillSize(offset, given, Buffer[sizeOf](buffer), length, "enqueueFillBuffer");
     const handle = this.#live();
     const mem = Buffer[commandHandle](buffer);
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueFillBuffer");
     const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
     check(
       "clEnqueueFillBuffer",
@@ -1004,7 +1004,7 @@ export class CommandQueue {
     this.#live();
     const events = waitEvents(own(checkOptions(options, waitForKeys, "enqueueMarker options"), "waitFor"));
     const handle = this.#live();
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueMarkerWithWaitList");
     const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueMarkerWithWaitList", marker(handle, count, list, eventOut) as number);
     return CommandQueue[newCommand](this);
@@ -1015,7 +1015,7 @@ export class CommandQueue {
     this.#live();
     const events = waitEvents(own(checkOptions(options, waitForKeys, "enqueueBarrier options"), "waitFor"));
     const handle = this.#live();
-    const { count, list } = waitHandles(events);
+    const { count, list } = waitHandles(events, "clEnqueueBarrierWithWaitList");
     const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueBarrierWithWaitList", barrier(handle, count, list, eventOut) as number);
     return CommandQueue[newCommand](this);
