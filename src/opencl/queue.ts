@@ -432,7 +432,7 @@ export class CommandQueue {
   /** The native queue, kept after the program's last release() for [callbackQueue]. */
   readonly #native: Pointer;
   #refs = 1;
-  /** What the native release waits for: onFree callbacks done (async ones settled), clFinish calls running. */
+  /** What the native release waits for: onFree callbacks done (async ones settled), finish() calls in progress. */
   #pending = new Set<Promise<unknown>>();
   /** onFree callbacks not called yet, for finish(). */
   #calls = new Set<Promise<void>>();
