@@ -98,6 +98,47 @@ describe("finish() and failed commands", () => {
     await withTimeout(q.finish(), 10_000, "finish() after both");
     assert.equal(later.status, cl.ExecutionStatus.COMPLETE);
   });
+
+  test("finish() waits for a command still queued before one that failed, as clFinish does", async () => {
+    // PoCL fails a command whose wait list failed at once, and every command after it, finish()'s
+    // marker too, while a command before it is still queued: the marker's failure says nothing
+    // about the commands before the one that failed.
+    using ctx = cl.createContext();
+    using q = ctx.createCommandQueue();
+    using held = ctx.createUserEvent();
+    using failing = ctx.createUserEvent();
+    using first = q.enqueueMarker({ waitFor: [held] });
+    using second = q.enqueueMarker({ waitFor: [failing] });
+    let statusAtFinish: number | undefined;
+    const finish = q.finish().then(() => void (statusAtFinish = first.status));
+    failing.setStatus(-5);
+    await assert.rejects(second.wait(), OpenCLError);
+    // Long past the poll (50 ms) that settles a wait whose command failed without a callback.
+    await Promise.race([finish, new Promise((resolve) => setTimeout(resolve, 500))]);
+    held.setStatus(cl.ExecutionStatus.COMPLETE);
+    await withTimeout(finish, 10_000, "finish() once the held command could run");
+    assert.equal(statusAtFinish, cl.ExecutionStatus.COMPLETE, "finish() resolved while a command before it was queued");
+  });
+
+  test("finish() after a failed command lets go of what the command used (its SVM allocations)", async () => {
+    // The queue arms a completion callback on a pinned command nobody waits on, and PoCL never
+    // calls it once the command failed because of its wait list: only finish() can tell then.
+    using ctx = cl.createContext();
+    using q = ctx.createCommandQueue();
+    using gate = ctx.createUserEvent();
+    const a = ctx.svmAlloc(64), b = ctx.svmAlloc(64);
+    using copy = q.enqueueSVMMemcpy(a, b, { waitFor: [gate] });
+    // The completion callback is armed 1 ms after the enqueue (queue.ts ARM_AFTER_MS).
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const finish = q.finish();
+    gate.setStatus(-5);
+    await withTimeout(finish, 10_000, "finish() after a failed copy");
+    assert.equal(copy.status < 0, true, `the copy failed (status ${copy.status})`);
+    assert.equal(a.commandsInFlight, 0, "the destination still counted in flight");
+    assert.equal(b.commandsInFlight, 0, "the source still counted in flight");
+    a.release();
+    b.release();
+  });
 });
 
 describe("a wait list with an event that already failed", () => {

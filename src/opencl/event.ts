@@ -254,7 +254,7 @@ export class Event {
       const after = this.#after?.hold();
       // It may reject before the native wait returns: handled in waitFor, not an unhandled rejection.
       after?.catch(noop);
-      return waitFor(handle, context, after, this.#tracker, this.#seq, true);
+      return waitFor(handle, context, after, this.#tracker, this.#seq, undefined);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -386,7 +386,7 @@ const waitTrampoline = trampolines.eventWait((event, status, id) => {
 /**
  * `wait()`'s native wait, given what it needs of the event: never the event object itself. It owns
  * a reference to the cl_event `handle` and one to `context` (see `adopt`), both let go once the
- * command ended. A failed command rejects it when `rejects`; otherwise it resolves all the same.
+ * command ended. A failed command rejects it, unless `failed` says what to wait for instead.
  */
 function waitFor(
   handle: Pointer,
@@ -394,7 +394,7 @@ function waitFor(
   after: Promise<void> | undefined,
   tracker: CommandTracker | undefined,
   seq: number,
-  rejects: boolean,
+  failed: (() => Promise<void>) | undefined,
 ): Promise<void> {
   let settle: ((status: number) => void) | undefined;
   const completed = new Promise<number>((resolve) => (settle = resolve));
@@ -432,17 +432,25 @@ function waitFor(
     after?.catch((e) => reportCallbackError(e, "svmFree"));
     return Promise.reject(error);
   }
-  return waitEnd(completed, handle, context, after, tracker, seq, rejects);
+  return waitEnd(completed, handle, context, after, tracker, seq, failed);
 }
 
 /**
  * @internal `queue.finish()`'s wait: resolves once the command of `marker` (a marker with no wait
- * list, whose cl_event it owns) ended, failed or not, as clFinish returns for failed commands. The
- * marker fails when a command before it failed while it was queued (PoCL 3.1).
+ * list, whose cl_event it owns) completed; if it failed, with what `failed` returns. The marker
+ * fails when a command before it failed while it was queued (PoCL 3.1), and then says nothing of
+ * the commands before that one: PoCL fails a command whose wait list failed, and every command
+ * after it, at once, while a command enqueued earlier may still be queued.
  */
-export function markerEnded(marker: Pointer, context: Context, tracker: CommandTracker, seq: number): Promise<void> {
+export function markerEnded(
+  marker: Pointer,
+  context: Context,
+  tracker: CommandTracker,
+  seq: number,
+  failed: () => Promise<void>,
+): Promise<void> {
   cls.adopt(context);
-  return waitFor(marker, context, undefined, tracker, seq, false);
+  return waitFor(marker, context, undefined, tracker, seq, failed);
 }
 
 async function waitEnd(
@@ -452,7 +460,7 @@ async function waitEnd(
   after: Promise<void> | undefined,
   tracker: CommandTracker | undefined,
   seq: number,
-  rejects: boolean,
+  failed: (() => Promise<void>) | undefined,
 ): Promise<void> {
   tracker?.waitStarted(seq);
   let status = await completed;
@@ -469,7 +477,8 @@ async function waitEnd(
   tracker?.waitEnded(seq, status === ExecutionStatus.COMPLETE);
   opencl().symbols.clReleaseEvent(handle);
   cls.disown(context);
-  if (status !== ExecutionStatus.COMPLETE && rejects) {
+  if (status !== ExecutionStatus.COMPLETE) {
+    if (failed !== undefined) return failed();
     // This wait rejects with the command's failure; a callback exception still reaches the program.
     after?.catch((error) => reportCallbackError(error, "svmFree"));
     // What clWaitForEvents answers for a command that failed: the same error as before, and as C's.
