@@ -42,6 +42,16 @@ describe("objects a pending operation uses stay alive natively", () => {
     await expectOk("async-release-pending.ts", ["context"]);
   }, 70_000);
 
+  for (const mode of ["armed", "later", "finish"]) {
+    test(
+      `an allocation a queued copy writes into is not freed under it once a command after the copy failed (${mode}, child process)`,
+      async () => {
+        await expectOk("pins-after-failure.ts", [mode], 30_000);
+      },
+      40_000,
+    );
+  }
+
   test(
     "SVM frees with onFree whose wait list failed: wait() rejects, onFree never runs, the program still ends (child process)",
     async () => {

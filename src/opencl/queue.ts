@@ -20,9 +20,19 @@ import {
   unknownOption,
   viewByteLength,
 } from "../check.ts";
-import { ExecutionStatus, QueueInfo } from "./constants.ts";
+import { EventInfo, ExecutionStatus, QueueInfo } from "./constants.ts";
 import { OpenCLStatus } from "./status-codes.ts";
-import { check, errcode, eventOut, infoU64, opencl, optionalSymbol, releaseFailed, scratchPointers } from "./native.ts";
+import {
+  check,
+  errcode,
+  eventOut,
+  infoU32,
+  infoU64,
+  opencl,
+  optionalSymbol,
+  releaseFailed,
+  scratchPointers,
+} from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { type CommandTracker, Event, markerEnded, waitEvents, waitHandles } from "./event.ts";
 import {
@@ -202,6 +212,36 @@ interface Pin {
   readonly svm: SVMAllocation[] | undefined;
   /** Host memory the command reads or writes. */
   readonly host: unknown;
+  /**
+   * The pin's own reference to the command's cl_event (or to a marker enqueued right after it), or
+   * null when neither could be had. Its status, not the queue's order, says that the command ended:
+   * PoCL 3.1 fails a command whose wait list failed at once, and runs the commands after it, while
+   * one before it is still queued (see `ended`).
+   */
+  event: Pointer | null;
+  /** A completion callback is armed on `event` and has not come yet. */
+  armed: boolean;
+}
+
+/**
+ * Whether the command of `pin` ended (completed or failed), where the queue learnt that every
+ * command through a later one ended (`known`) or that one of them failed (`known` false). An
+ * in-order queue completes in order, but PoCL 3.1 breaks the order after a failure: a command
+ * whose wait list failed fails at once, and those after it run, while one before it is still
+ * queued. A wait, finish() or armed callback on a later command took the queued one for ended, and
+ * freed what it used under it (a hostile pass: a copy wrote into freed SVM memory, SIGSEGV on all
+ * three runtimes; test/fixtures/pins-after-failure.ts).
+ */
+function ended(pin: Pin, known: boolean): boolean {
+  if (pin.event === null) return known;
+  try {
+    return (infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, pin.event, EventInfo.COMMAND_EXECUTION_STATUS) |
+      0) <= 0;
+  } catch {
+    // Unreadable: the queue's order, as without an event. A throw here would reach the wait, or
+    // the armed callback's deferral, that told the queue.
+    return known;
+  }
 }
 
 /**
@@ -212,18 +252,26 @@ interface Pin {
 const busy = new Set<CommandQueue>();
 
 /** Completion callbacks armed by queues that nobody waits on; each owns a retained cl_event. */
-const armed = new IdTable<{ queue: CommandQueue; seq: number; handle: Pointer }>();
-const completedTrampoline = trampolines.queueCompletion((_event, _status, id) => {
+const armed = new IdTable<Armed>();
+interface Armed {
+  queue: CommandQueue;
+  pin: Pin;
+  handle: Pointer;
+  completed: boolean;
+}
+const completedTrampoline = trampolines.queueCompletion((_event, status, id) => {
   const entry = armed.delete(id);
   if (entry === undefined) return;
   if (inWorker) paid();
+  entry.completed = status === ExecutionStatus.COMPLETE;
   // Released and pruned on the JS thread, never inside a driver's call.
   defer(settleArmed, entry);
 });
 
-function settleArmed(entry: { queue: CommandQueue; seq: number; handle: Pointer }): void {
+function settleArmed(entry: Armed): void {
   opencl().symbols.clReleaseEvent(entry.handle);
-  CommandQueue[completedThrough](entry.queue, entry.seq, true);
+  entry.pin.armed = false;
+  CommandQueue[completedThrough](entry.queue, entry.pin.seq, entry.completed);
 }
 
 /** How long pins may wait for a `wait()` or `finish()` before a completion callback is armed. */
@@ -440,11 +488,6 @@ export class CommandQueue {
   #seq = 0;
   /** Pins of commands not yet known to be complete, oldest first. */
   #pins: Pin[] = [];
-  /** The newest pinned command's cl_event, retained so that a completion callback can be armed on it. */
-  #newest: Pointer | null = null;
-  #newestSeq = 0;
-  /** The newest command an armed completion callback covers. */
-  #armedSeq = 0;
   /** Waits in progress on this queue's events, and the newest command they cover. */
   #waits = 0;
   #waitMax = 0;
@@ -1046,25 +1089,21 @@ export class CommandQueue {
   static [pinCommand](queue: CommandQueue, event: Event, svm: SVMAllocation[] | undefined, host: unknown): void {
     const seq = queue.#seq;
     // The pin first: whatever throws after it, the host memory and the allocations stay reachable.
-    if (queue.#pins.push({ seq, svm, host }) === 1) busy.add(queue);
+    const pin: Pin = { seq, svm, host, event: null, armed: false };
+    if (queue.#pins.push(pin) === 1) busy.add(queue);
     if (svm !== undefined) { for (let i = 0; i < svm.length; i++) SVMAllocation[useSVM](svm[i]); }
     const s = opencl().symbols;
     const handle = Event[handleOf](event);
     // The command is enqueued whatever happens here: the program must get its event (a throw would
     // have it enqueue the command again). Without a reference of its own to the command's event,
-    // the queue arms a marker enqueued now, which completes after the command (in order); without
-    // that either, the pins wait for a wait, finish() or a later pinned command.
-    let newest: Pointer | null = handle;
-    if (s.clRetainEvent(handle) !== OpenCLStatus.CL_SUCCESS) {
+    // the pin takes a marker enqueued now, which ends once the command did (it waits on nothing
+    // else); without that either, the pin trusts the queue's order (see `ended`).
+    if (s.clRetainEvent(handle) === OpenCLStatus.CL_SUCCESS) pin.event = handle;
+    else {
       const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
-      newest = marker(CommandQueue[handleOf](queue), 0, null, eventOut) === OpenCLStatus.CL_SUCCESS
-        ? backend.readPointer(eventOut, 0)
-        : null;
-    }
-    if (newest !== null) {
-      if (queue.#newest !== null) s.clReleaseEvent(queue.#newest);
-      queue.#newest = newest;
-      queue.#newestSeq = seq;
+      if (marker(CommandQueue[handleOf](queue), 0, null, eventOut) === OpenCLStatus.CL_SUCCESS) {
+        pin.event = backend.readPointer(eventOut, 0);
+      }
     }
     queue.#scheduleCheck();
   }
@@ -1075,24 +1114,30 @@ export class CommandQueue {
    * reject with it.
    */
   static [completedThrough](queue: CommandQueue, seq: number, known: boolean): void {
-    if (known) {
-      const pins = queue.#pins;
-      let n = 0;
-      while (n < pins.length && pins[n].seq <= seq) n++;
-      if (n > 0) {
-        const done = pins.splice(0, n);
-        for (let i = 0; i < done.length; i++) {
-          const svm = done[i].svm;
-          if (svm !== undefined) { for (let j = 0; j < svm.length; j++) SVMAllocation[unuseSVM](svm[j]); }
-        }
-        if (queue.#newest !== null && queue.#newestSeq <= seq) {
-          opencl().symbols.clReleaseEvent(queue.#newest);
-          queue.#newest = null;
-        }
-        if (pins.length === 0) busy.delete(queue);
+    const pins = queue.#pins;
+    let kept = 0;
+    let i = 0;
+    for (; i < pins.length && pins[i].seq <= seq; i++) {
+      const pin = pins[i];
+      if (!ended(pin, known)) {
+        pins[kept++] = pin;
+        continue;
       }
+      const svm = pin.svm;
+      if (svm !== undefined) { for (let j = 0; j < svm.length; j++) SVMAllocation[unuseSVM](svm[j]); }
+      if (pin.event !== null) opencl().symbols.clReleaseEvent(pin.event);
     }
-    if (queue.#pins.length > 0) queue.#scheduleCheck();
+    if (kept !== i) {
+      pins.copyWithin(kept, i);
+      pins.length -= i - kept;
+      if (pins.length === 0) busy.delete(queue);
+    }
+    if (pins.length > 0) queue.#scheduleCheck();
+  }
+
+  /** Whether a pinned command up to number `seq` is not known to have ended. */
+  #pinnedThrough(seq: number): boolean {
+    return this.#pins.length > 0 && this.#pins[0].seq <= seq;
   }
 
   /** The queue as the events of its commands see it. */
@@ -1132,13 +1177,14 @@ export class CommandQueue {
     this.#checkScheduled = false;
     const pins = this.#pins;
     if (pins.length === 0) return;
-    const newest = pins[pins.length - 1].seq;
+    const pin = pins[pins.length - 1];
     // That wait's end prunes, and checks again.
-    if (this.#waits > 0 && this.#waitMax >= newest) return;
-    if (this.#armedSeq >= newest || this.#newest === null || this.#newestSeq !== newest) return;
-    const handle = this.#newest;
-    this.#newest = null; // the armed entry owns this reference now
-    const id = armed.add({ queue: this, seq: newest, handle });
+    if (this.#waits > 0 && this.#waitMax >= pin.seq) return;
+    const handle = pin.event;
+    if (pin.armed || handle === null) return;
+    // The armed entry's own reference: the pin's may go first, through a wait.
+    if (opencl().symbols.clRetainEvent(handle) !== OpenCLStatus.CL_SUCCESS) return this.#retryCheck();
+    const id = armed.add({ queue: this, pin, handle, completed: false });
     // In a Worker the callback holds the event loop until it came: a Worker that ended before
     // had the driver thread call into its gone isolate (SIGABRT on Node). The main thread needs
     // no hold: its end is memlife's _exit (README, Exit), and a command that never completes
@@ -1151,14 +1197,14 @@ export class CommandQueue {
       id,
     ) as number;
     if (status !== OpenCLStatus.CL_SUCCESS) {
-      // No caller to tell (a timer runs this): the queue keeps the event and tries again.
+      // No caller to tell (a timer runs this): the queue tries again.
       armed.delete(id);
       if (inWorker) paid();
-      this.#newest = handle;
+      opencl().symbols.clReleaseEvent(handle);
       return this.#retryCheck();
     }
     this.#armFailures = 0;
-    this.#armedSeq = newest;
+    pin.armed = true;
   };
 
   #track(work: Promise<unknown>): void {
@@ -1200,13 +1246,18 @@ export class CommandQueue {
       // callback PoCL never calls were kept until a later finish() (a hostile pass, all three
       // runtimes; test/robust-async.spec.ts "finish() and failed commands"). clFinish does say it,
       // at the cost of a thread, only after a failure.
+      const onThread = () => this.#finishOnThread(handle, upTo);
+      // A marker that completed does not say it either where a command before it failed: PoCL then
+      // runs what follows while a command before the failed one is still queued. A pin left up to
+      // the marker shows that (see `ended`); commands that pin nothing cannot tell.
       const ended = markerEnded(
         backend.readPointer(eventOut, 0) as Pointer,
         this.#context,
         this.#tracker,
         upTo,
-        () => this.#finishOnThread(handle, upTo),
-      );
+        onThread,
+      )
+        .then(() => this.#pinnedThrough(upTo) ? onThread() : undefined);
       // Not needed for the queue's sake (the marker's cl_event holds it), but release()'s promise:
       // the native release waits for a finish() in progress, and for its clFinish.
       this.#track(ended);
