@@ -5,7 +5,7 @@
  * calls around callbacks. Anything that could crash runs in a child process.
  */
 import { describe, test } from "vitest";
-import { assert, runScript, runtime, withTimeout } from "./helpers.ts";
+import { assert, runScript, runtime, sleep, withTimeout } from "./helpers.ts";
 import { AsyncQueue } from "../ffi/async-queue.ts";
 import { embreeSymbols } from "../ffi/symbols/embree.ts";
 import { openclSymbols } from "../ffi/symbols/opencl.ts";
@@ -150,6 +150,30 @@ describe("finish() and failed commands", () => {
     assert.equal(copy.status < 0, true, `the copy failed (status ${copy.status})`);
     assert.equal(a.commandsInFlight, 0, "the destination still counted in flight");
     assert.equal(b.commandsInFlight, 0, "the source still counted in flight");
+    a.release();
+    b.release();
+  });
+});
+
+describe("a pinned command nobody waits on that fails through its wait list", () => {
+  test("lets go of what it used without a wait or finish(): the queue's completion callback is polled", async () => {
+    // The queue arms a completion callback on a pinned command nobody waits on; PoCL 3.1 never
+    // calls it once the command failed because its wait list failed. The allocations stayed counted
+    // in flight (release() waited) until some later wait() or finish() on the queue, and in a
+    // Worker the armed callback held the event loop for ever.
+    using ctx = cl.createContext();
+    if (!ctx.devices[0].svm.coarseGrainBuffer) return;
+    using q = ctx.createCommandQueue();
+    using gate = ctx.createUserEvent();
+    const a = ctx.svmAlloc(64), b = ctx.svmAlloc(64);
+    using copy = q.enqueueSVMMemcpy(a, b, { waitFor: [gate] });
+    // The completion callback is armed 1 ms after the enqueue (queue.ts ARM_AFTER_MS).
+    await sleep(20);
+    gate.setStatus(-5);
+    for (let i = 0; i < 200 && a.commandsInFlight > 0; i++) await sleep(10);
+    assert.equal(copy.status < 0, true, `the copy failed (status ${copy.status})`);
+    assert.equal(a.commandsInFlight, 0, "the destination still counted in flight after 2 s");
+    assert.equal(b.commandsInFlight, 0, "the source still counted in flight after 2 s");
     a.release();
     b.release();
   });

@@ -257,16 +257,43 @@ interface Armed {
   queue: CommandQueue;
   pin: Pin;
   handle: Pointer;
+  /** Its address, which a callback must name: the poll frees the ids of the entries it settles. */
+  address: bigint;
   completed: boolean;
 }
-const completedTrampoline = trampolines.queueCompletion((_event, status, id) => {
-  const entry = armed.delete(id);
-  if (entry === undefined) return;
+const completedTrampoline = trampolines.queueCompletion((event, status, id) => {
+  const entry = armed.get(id);
+  if (entry === undefined || backend.address(event) !== entry.address) return;
+  armed.delete(id);
   if (inWorker) paid();
   entry.completed = status === ExecutionStatus.COMPLETE;
   // Released and pruned on the JS thread, never inside a driver's call.
   defer(settleArmed, entry);
 });
+
+/**
+ * The armed callbacks are polled, as `wait()`'s are (event.ts): PoCL 3.1 calls none for a command
+ * that fails because an event it waits on failed. Its pins were kept until some later wait() or
+ * finish() on the queue, and in a Worker the callback owed held the event loop for ever (a hostile
+ * pass; test/robust-async.spec.ts "a pinned command nobody waits on"). The timer holds nothing.
+ */
+let armedPoll: unknown;
+const POLL_MS = 50;
+
+function pollArmed(): void {
+  const lib = opencl().symbols;
+  armed.forEach((entry, id) => {
+    const status = infoU32("clGetEventInfo", lib.clGetEventInfo, entry.handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+    if (status >= 0) return;
+    armed.delete(id);
+    if (inWorker) paid();
+    settleArmed(entry);
+  });
+  if (armed.size === 0) {
+    clearInterval(armedPoll as ReturnType<typeof setInterval>);
+    armedPoll = undefined;
+  }
+}
 
 function settleArmed(entry: Armed): void {
   opencl().symbols.clReleaseEvent(entry.handle);
@@ -1184,7 +1211,7 @@ export class CommandQueue {
     if (pin.armed || handle === null) return;
     // The armed entry's own reference: the pin's may go first, through a wait.
     if (opencl().symbols.clRetainEvent(handle) !== OpenCLStatus.CL_SUCCESS) return this.#retryCheck();
-    const id = armed.add({ queue: this, pin, handle, completed: false });
+    const id = armed.add({ queue: this, pin, handle, address: backend.address(handle), completed: false });
     // In a Worker the callback holds the event loop until it came: a Worker that ended before
     // had the driver thread call into its gone isolate (SIGABRT on Node). The main thread needs
     // no hold: its end is memlife's _exit (README, Exit), and a command that never completes
@@ -1205,6 +1232,10 @@ export class CommandQueue {
     }
     this.#armFailures = 0;
     pin.armed = true;
+    if (armedPoll === undefined) {
+      armedPoll = timer(pollArmed, POLL_MS, true);
+      backend.unrefTimer(armedPoll);
+    }
   };
 
   #track(work: Promise<unknown>): void {
