@@ -79,6 +79,26 @@ describe("memlife in a Worker", () => {
   );
 
   test(
+    "MEMLIFE_ALLOW_WORKERS=1: a Worker whose pinned write failed through its wait list ends on its own, 3 runs (child process)",
+    async () => {
+      if (runtime === "deno") {
+        skip(
+          "Deno Workers do not end on their own: self.close() ends one at once, as terminate() does",
+        );
+      }
+      const result = await runScript(new URL("./fixtures/worker-unwaited.ts", import.meta.url), ["failed"], {
+        timeout: 30_000,
+      });
+      const out = `${result.stdout}${result.stderr}`.trim().slice(-2000);
+      assert.equal(result.timedOut, false, `hung:\n${out}`);
+      assert.equal(result.signal, null, `killed by ${result.signal}:\n${out}`);
+      assert.equal(result.code, 0, out);
+      assert.match(result.stdout.trim().split("\n").at(-1) ?? "", /^ok/, out);
+    },
+    40_000,
+  );
+
+  test(
     "a node:worker_threads Worker is a Worker on every runtime: the main thread's device keeps its own figures, budget and monitor (child process)",
     async () => {
       // Deno's are not WorkerGlobalScopes: memlife took one for the main thread, whose native ledger
