@@ -326,6 +326,47 @@ export function timer(fn: () => void, ms: number, repeat = false): unknown {
   return repeat ? setInterval(fn, ms) : setTimeout(fn, ms);
 }
 
+/**
+ * A 50 ms poll for callbacks a driver may never make: PoCL 3.1 calls none for a command that failed
+ * because an event it waits on failed (no event callback, no SVM free callback). Each owner keeps
+ * the table of what it watches (event.ts waits, queue.ts armed completions, svm.ts frees); `tick`
+ * reads their statuses and says whether anything is left. The timer holds the event loop only
+ * while the owner says it must (`start(true)`, until `letLoopGo()`).
+ */
+export class StatusPoll {
+  #timer: unknown = undefined;
+  #holds = false;
+  readonly #tick: () => boolean;
+  constructor(tick: () => boolean) {
+    this.#tick = tick;
+  }
+  /** Runs `tick` every 50 ms from now until it answers false; with `holds`, the timer holds the loop. */
+  start(holds = false): void {
+    const running = this.#timer;
+    if (running !== undefined && (this.#holds || !holds)) return;
+    // Made before the running one is cleared: at the edge of the stack `timer` may throw, and the
+    // poll must not be left marked running on a cleared timer.
+    const made = timer(() => this.#run(), POLL_MS, true);
+    if (running !== undefined) clearInterval(running as ReturnType<typeof setInterval>);
+    this.#timer = made;
+    this.#holds = holds;
+    if (!holds) backend.unrefTimer(made);
+  }
+  /** Nothing watched needs the event loop held any more. */
+  letLoopGo(): void {
+    if (!this.#holds) return;
+    backend.unrefTimer(this.#timer);
+    this.#holds = false;
+  }
+  #run(): void {
+    if (this.#tick()) return;
+    clearInterval(this.#timer as ReturnType<typeof setInterval>);
+    this.#timer = undefined;
+    this.#holds = false;
+  }
+}
+const POLL_MS = 50;
+
 /** Frames the probe takes: more than Node's timer constructor and insertion need. */
 const STACK_PROBE = 48;
 

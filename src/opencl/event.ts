@@ -1,6 +1,14 @@
 /** Events: what a queued command returns, to wait on or to chain with `waitFor`. */
 import type { Pointer } from "../../ffi/types.ts";
-import { type CallbackOutcome, executorRan, IdTable, owe, paid, reportCallbackError, timer } from "../callbacks.ts";
+import {
+  type CallbackOutcome,
+  executorRan,
+  IdTable,
+  owe,
+  paid,
+  reportCallbackError,
+  StatusPoll,
+} from "../callbacks.ts";
 import { backend } from "../backend.ts";
 import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
@@ -340,10 +348,9 @@ const strays: { handle: Pointer; context: Context }[] = [];
  * that fails because an event it waits on failed (a user event released without a status), as it
  * runs no SVM free callback then (see svm.ts `watchFailure`). The timer holds nothing: `owe()` does.
  */
-let poll: unknown;
-const POLL_MS = 50;
+const poll = new StatusPoll(pollWaits);
 
-function pollWaits(): void {
+function pollWaits(): boolean {
   const lib = opencl().symbols;
   waits.forEach((wait, id) => {
     if (!wait.dropped) {
@@ -361,10 +368,7 @@ function pollWaits(): void {
     lib.clReleaseEvent(handle);
     cls.disown(context);
   }
-  if (waits.size === 0 && strays.length === 0) {
-    clearInterval(poll as ReturnType<typeof setInterval>);
-    poll = undefined;
-  }
+  return waits.size > 0 || strays.length > 0;
 }
 
 const waitTrampoline = trampolines.eventWait((event, status, id) => {
@@ -404,10 +408,7 @@ function waitFor(
     // clWaitForEvents flushes the event's queue first: without it, a driver may hold the command
     // back (NVIDIA submits on a flush), and its callback would never come.
     tracker?.flush();
-    if (poll === undefined) {
-      poll = timer(pollWaits, POLL_MS, true);
-      backend.unrefTimer(poll);
-    }
+    poll.start();
     const entry: Wait = { settle: settle!, handle, address: backend.address(handle), owes: false, dropped: false };
     const id = waits.add(entry);
     wait = entry;

@@ -1,6 +1,16 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
-import { type CallbackOutcome, defer, finalizerState, IdTable, owe, paid, SafetyNet, timer } from "../callbacks.ts";
+import {
+  type CallbackOutcome,
+  defer,
+  finalizerState,
+  IdTable,
+  owe,
+  paid,
+  SafetyNet,
+  StatusPoll,
+  timer,
+} from "../callbacks.ts";
 import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import {
@@ -277,10 +287,9 @@ const completedTrampoline = trampolines.queueCompletion((event, status, id) => {
  * finish() on the queue, and in a Worker the callback owed held the event loop for ever (a hostile
  * pass; test/robust-async.spec.ts "a pinned command nobody waits on"). The timer holds nothing.
  */
-let armedPoll: unknown;
-const POLL_MS = 50;
+const armedPoll = new StatusPoll(pollArmed);
 
-function pollArmed(): void {
+function pollArmed(): boolean {
   const lib = opencl().symbols;
   armed.forEach((entry, id) => {
     const status = infoU32("clGetEventInfo", lib.clGetEventInfo, entry.handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
@@ -289,10 +298,7 @@ function pollArmed(): void {
     if (inWorker) paid();
     settleArmed(entry);
   });
-  if (armed.size === 0) {
-    clearInterval(armedPoll as ReturnType<typeof setInterval>);
-    armedPoll = undefined;
-  }
+  return armed.size > 0;
 }
 
 function settleArmed(entry: Armed): void {
@@ -1232,10 +1238,7 @@ export class CommandQueue {
     }
     this.#armFailures = 0;
     pin.armed = true;
-    if (armedPoll === undefined) {
-      armedPoll = timer(pollArmed, POLL_MS, true);
-      backend.unrefTimer(armedPoll);
-    }
+    armedPoll.start();
   };
 
   #track(work: Promise<unknown>): void {

@@ -12,7 +12,7 @@ import {
   paid,
   returnedPromise,
   SafetyNet,
-  timer,
+  StatusPoll,
 } from "../callbacks.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { EventInfo, MemFlags } from "./constants.ts";
@@ -512,9 +512,7 @@ export function oweFree(id: number): void {
  * a watched free has an onFree.
  */
 const watched: { id: number; entry: PendingFree; event: Pointer }[] = [];
-let poll: ReturnType<typeof setInterval> | undefined;
-let pollHoldsLoop = false;
-const POLL_MS = 50;
+const poll = new StatusPoll(pollFailures);
 
 export function watchFailure(id: number, eventSlot: BigUint64Array): void {
   const entry = pendingFrees.get(id);
@@ -522,15 +520,10 @@ export function watchFailure(id: number, eventSlot: BigUint64Array): void {
   if (entry === undefined || event === null) return;
   if (opencl().symbols.clRetainEvent(event) !== OpenCLStatus.CL_SUCCESS) return;
   watched.push({ id, entry, event });
-  if (poll === undefined || (!pollHoldsLoop && entry.holds)) {
-    clearInterval(poll);
-    poll = timer(pollFailures, POLL_MS, true) as ReturnType<typeof setInterval>;
-    pollHoldsLoop = entry.holds;
-    if (!pollHoldsLoop) backend.unrefTimer(poll);
-  }
+  poll.start(entry.holds);
 }
 
-function pollFailures(): void {
+function pollFailures(): boolean {
   const lib = opencl().symbols;
   for (let i = watched.length - 1; i >= 0; i--) {
     const { id, entry, event } = watched[i];
@@ -552,13 +545,9 @@ function pollFailures(): void {
       watched.splice(i, 1);
     }
   }
-  if (watched.length === 0) {
-    clearInterval(poll);
-    poll = undefined;
-  } else if (pollHoldsLoop && watched.every((w) => !w.entry.holds)) {
-    backend.unrefTimer(poll!);
-    pollHoldsLoop = false;
-  }
+  if (watched.length === 0) return false;
+  if (watched.every((w) => !w.entry.holds)) poll.letLoopGo();
+  return true;
 }
 
 /** The driver refused the free (an error status): it will never call. */
