@@ -2,7 +2,7 @@
  * Native helpers for ffi/bun.ts, compiled at run time by Bun's embedded TinyCC (`cc` from
  * "bun:ffi"). Bun's FFI has two gaps this file fills:
  *
- * 1. No nonblocking calls. `async_submit` runs a native function on a pool thread and reports
+ * 1. No nonblocking calls. `async_submit` runs a native function on a lane (ffi/lane.c) and reports
  *    completion through a threadsafe JSCallback, so the JS thread stays free to answer callbacks
  *    (the Embree memory monitor, OpenCL event callbacks) while the call waits for them.
  * 2. A plain JSCallback hangs the process when it is called from another thread; a threadsafe
@@ -52,36 +52,24 @@ static uint64_t normalise(uint64_t v, int kind) {
 
 /* ---------------------------------------------------------------- async calls */
 
-typedef uint64_t (*call9_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
-                             uint64_t, uint64_t, uint64_t);
 /* Threadsafe JSCallback: (id, low 32 bits, high 32 bits). 32-bit halves, because a 64-bit value
  * may need a BigInt, and nothing should be allocated on the JS heap from a foreign thread. */
 typedef void (*done_fn)(uint32_t, uint32_t, uint32_t);
 
-typedef struct job {
-  call9_fn fn;
-  uint64_t a[9];
+#include "lane.c"
+
+typedef struct {
+  lane_job job;
   uint32_t id;
-  struct job *next;
-} job;
+} async_job;
 
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
-static job *queue_head, *queue_tail;
-static int queued;   /* jobs waiting for a thread */
-static int idle;     /* threads waiting for a job */
-static int threads;  /* pool threads alive */
 static done_fn on_done;
-
-/* Threads beyond this many idle ones leave after IDLE_SECONDS without work. */
-#define KEEP_IDLE 4
-#define IDLE_SECONDS 10
 
 /*
  * A Worker's relay has no `on_done`: a threadsafe JSCallback called after the Worker was
- * terminated crashes Bun, and nothing tells the Worker's code it is being terminated. Its pool
- * keeps completions here instead, and JS takes them with async_take while calls are in flight;
- * after a terminate nobody takes them, and nothing touches the dead isolate. Under pool_mu.
+ * terminated crashes Bun, and nothing tells the Worker's code it is being terminated. Its lanes
+ * keep completions here instead, and JS takes them with async_take while calls are in flight;
+ * after a terminate nobody takes them, and nothing touches the dead isolate. Under lane_mu.
  */
 static uint32_t *done_words; /* id, low 32 bits, high 32 bits per completion */
 static int done_count, done_capacity;
@@ -102,105 +90,44 @@ static void keep_done(uint32_t id, uint64_t r) {
 
 /* Moves up to `max` kept completions into `out` (3 words each); returns how many. */
 int async_take(uint32_t *out, int max) {
-  pthread_mutex_lock(&pool_mu);
+  pthread_mutex_lock(&lane_mu);
   int n = done_count < max ? done_count : max;
   memcpy(out, done_words, (size_t)n * 3 * sizeof(uint32_t));
   memmove(done_words, done_words + 3 * n, (size_t)(done_count - n) * 3 * sizeof(uint32_t));
   done_count -= n;
-  pthread_mutex_unlock(&pool_mu);
+  pthread_mutex_unlock(&lane_mu);
   return n;
 }
 
-static void *pool_main(void *unused) {
-  (void)unused;
-  pthread_mutex_lock(&pool_mu);
-  for (;;) {
-    idle++;
-    while (!queue_head) {
-      struct timespec until;
-      clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_sec += IDLE_SECONDS;
-      if (pthread_cond_timedwait(&pool_cv, &pool_mu, &until) != 0 && !queue_head && idle > KEEP_IDLE) {
-        idle--;
-        threads--;
-        pthread_mutex_unlock(&pool_mu);
-        return 0;
-      }
-    }
-    idle--;
-    job *j = queue_head;
-    queue_head = j->next;
-    if (!queue_head) queue_tail = 0;
-    queued--;
-    pthread_mutex_unlock(&pool_mu);
-
-    uint64_t r = j->fn(j->a[0], j->a[1], j->a[2], j->a[3], j->a[4], j->a[5], j->a[6], j->a[7], j->a[8]);
-    uint32_t id = j->id;
-    free(j);
-    if (on_done) {
-      on_done(id, (uint32_t)r, (uint32_t)(r >> 32));
-      pthread_mutex_lock(&pool_mu);
-    } else {
-      pthread_mutex_lock(&pool_mu);
-      keep_done(id, r);
-    }
+static void async_finish(lane_job *j, uint64_t r) {
+  uint32_t id = ((async_job *)j)->id;
+  free(j);
+  if (on_done) {
+    on_done(id, (uint32_t)r, (uint32_t)(r >> 32));
+  } else {
+    pthread_mutex_lock(&lane_mu);
+    keep_done(id, r);
+    pthread_mutex_unlock(&lane_mu);
   }
 }
 
-/*
- * The pool grows instead of queueing behind busy threads: an async call may wait for another one
- * (a read waiting for an event that a later call completes), and a fixed pool would deadlock.
- * Idle threads wait on a condition variable, which does not keep the process from exiting; a few
- * stay for good, the others leave after a while without work.
- * Returns 0, or the pthread_create error.
- */
+/* Runs fn on a lane (ffi/lane.c). Returns 0, or the error that left it unrun. */
 int async_submit(void *fn, uint32_t id, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
                  uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7, uint64_t a8) {
-  job *j = malloc(sizeof(job));
+  async_job *j = malloc(sizeof(async_job));
   if (!j) return 12; /* ENOMEM */
-  j->fn = (call9_fn)fn;
-  j->a[0] = a0; j->a[1] = a1; j->a[2] = a2; j->a[3] = a3; j->a[4] = a4;
-  j->a[5] = a5; j->a[6] = a6; j->a[7] = a7; j->a[8] = a8;
+  j->job.fn = (lane_fn)fn;
+  j->job.a[0] = a0; j->job.a[1] = a1; j->job.a[2] = a2; j->job.a[3] = a3; j->job.a[4] = a4;
+  j->job.a[5] = a5; j->job.a[6] = a6; j->job.a[7] = a7; j->job.a[8] = a8;
+  j->job.finish = async_finish;
   j->id = id;
-  j->next = 0;
-
-  pthread_mutex_lock(&pool_mu);
-  if (queue_tail) queue_tail->next = j; else queue_head = j;
-  queue_tail = j;
-  queued++;
-  int err = 0;
-  if (idle >= queued) {
-    /* Every queued job has an idle thread that will take it. */
-    pthread_cond_signal(&pool_cv);
-  } else {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    err = pthread_create(&t, &attr, pool_main, 0);
-    pthread_attr_destroy(&attr);
-    if (err) {
-      /* Take the job back out: it is the tail, and nobody could have taken it. */
-      job **p = &queue_head;
-      while (*p != j) p = &(*p)->next;
-      *p = 0;
-      queue_tail = 0;
-      for (job *q = queue_head; q; q = q->next) queue_tail = q;
-      queued--;
-      free(j);
-    } else {
-      threads++;
-    }
-  }
-  pthread_mutex_unlock(&pool_mu);
+  int err = lane_start(&j->job);
+  if (err) free(j);
   return err;
 }
 
 int async_threads(void) {
-  pthread_mutex_lock(&pool_mu);
-  int n = threads;
-  pthread_mutex_unlock(&pool_mu);
-  return n;
+  return lane_count();
 }
 
 /* ---------------------------------------------------------------- relay trampolines */

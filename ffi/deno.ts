@@ -35,7 +35,7 @@ import type {
   SymbolDef,
   SymbolTable,
 } from "./types.ts";
-import { ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
+import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
 import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { pointable } from "./views.ts";
@@ -453,7 +453,9 @@ function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptio
       // Deno returns a (throwing) function, not null, for a missing optional nonblocking symbol:
       // the synchronous binding says whether the symbol exists.
       const nonblocking = raw[name + ASYNC];
-      async[name] = fn && nonblocking ? bindAsync(nonblocking, def, name) : undefined;
+      async[name] = !fn || !nonblocking
+        ? undefined
+        : (def.sameThread && laneAsync(nativeLibrary(), path, name, def)) || bindAsync(nonblocking, def, name);
     }
   }
   return {

@@ -17,6 +17,7 @@ import type {
   MemoryLedger,
   NativeLibrary,
   OpenOptions,
+  SymbolDef,
   SymbolTable,
 } from "./types.ts";
 
@@ -33,6 +34,10 @@ export const nativeLedgerSymbols = {
   event_slot_init: { args: ["i32", "fn", "i32", "u32"], returns: "ptr" },
   event_take: { args: ["buffer", "i32"], returns: "i32" },
   event_count: { args: ["i32"], returns: "f64" },
+  // ffi/lane.c, for `sameThread` symbols (laneAsync).
+  lane_symbol: { args: ["cstring", "cstring"], returns: "ptr" },
+  lane_run: { args: ["ptr", "ptr"], returns: "u64", blocking: true },
+  lane_count: { args: [], returns: "i32" },
 } as const satisfies SymbolTable;
 
 export type NativeLedgerLibrary = NativeLibrary<typeof nativeLedgerSymbols>;
@@ -147,4 +152,28 @@ export function ledgerMaker(
     made = true;
     return ledger;
   };
+}
+
+/**
+ * The `async` binding of the `sameThread` symbol `name` (`def`) of the library opened from `path`:
+ * the library's lane_run with the symbol's address, run through the runtime's own async call
+ * (which waits in it). Undefined where the prebuilt library or the symbol's address cannot be had,
+ * or the symbol's result is neither nothing nor a u64.
+ */
+export function laneAsync(
+  lib: NativeLedgerLibrary | null,
+  path: string,
+  name: string,
+  def: SymbolDef,
+): ((arg?: unknown) => Promise<unknown>) | undefined {
+  const run = lib?.async.lane_run;
+  if (lib == null || run === undefined || (def.returns !== "void" && def.returns !== "u64")) return undefined;
+  const address = lib.symbols.lane_symbol(path, name);
+  if (address === null || address === undefined) return undefined;
+  if (def.returns === "u64") return (arg) => run(address, arg ?? null);
+  return (arg) => run(address, arg ?? null).then(nothing);
+}
+
+function nothing(): undefined {
+  return undefined;
 }

@@ -18,7 +18,7 @@ import { inspect } from "node:util";
 import { takeCoverage } from "node:v8";
 import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
-import { ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
+import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
 import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { pointable } from "./views.ts";
@@ -244,7 +244,9 @@ function bind<T extends SymbolTable>(lib: koffi.LibraryHandle, path: string, tab
       throw error;
     }
     symbols[name] = native;
-    if (def.blocking) async[name] = bindAsync(native);
+    if (def.blocking) {
+      async[name] = (def.sameThread && laneAsync(nativeLibrary(), path, name, def)) || bindAsync(native);
+    }
   }
   return {
     path,

@@ -42,6 +42,14 @@ export interface SymbolDef {
   /** The call can wait on a thread that calls back into JS: the backend also binds it in `async`. */
   readonly blocking?: boolean;
   /**
+   * With `blocking`, for a function of one pointer argument or none, returning nothing or a u64:
+   * `async` runs it on the thread that ran the previous such call when that thread is
+   * free (a lane, ffi/lane.c), not on whichever thread of the runtime's pool is next. Where the
+   * prebuilt library is absent (Deno and Node: another platform, a Worker), `async` is the
+   * runtime's plain one.
+   */
+  readonly sameThread?: boolean;
+  /**
    * Native code may call a JS callback synchronously, on the calling thread, during the call
    * (PoCL runs destructor callbacks inside clReleaseMemObject; Embree calls the memory monitor and
    * the error function inside the call that allocates or fails). Deno must keep such a symbol off

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds libmemlife-ledger (memlife-ledger.c, which includes ../ledger.c and ../event-relay.c) for
+# Builds libmemlife-ledger (memlife-ledger.c, which includes ../ledger.c, ../event-relay.c and ../lane.c) for
 # Deno and Node into ffi/prebuilt/<os>-<arch>/, where ffi/native-ledger.ts looks for it. The libraries are committed
 # and shipped in the npm package: nothing is compiled on a user's machine. Run it after changing
 # either C file (test/ledger.spec.ts fails while a committed library is stale):
@@ -9,7 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here}
-hash=$(cat "$here/../ledger.c" "$here/../event-relay.c" "$here/memlife-ledger.c" | sha256sum | cut -c1-16)
+hash=$(cat "$here/../ledger.c" "$here/../event-relay.c" "$here/../lane.c" "$here/memlife-ledger.c" | sha256sum | cut -c1-16)
 
 build() {
   local cc=$1 target=$2
@@ -18,7 +18,7 @@ build() {
   # sources and compiler give the same bytes.
   "$cc" -std=c11 -D_GNU_SOURCE -O2 -fPIC -shared -pthread -Wall -Wextra -Werror \
     -DLEDGER_SOURCE_HASH="\"$hash\"" -Wl,-s -Wl,--build-id=none \
-    -o "$out/$target/libmemlife-ledger.so" "$here/memlife-ledger.c"
+    -o "$out/$target/libmemlife-ledger.so" "$here/memlife-ledger.c" -ldl
   echo "build.sh: $target/libmemlife-ledger.so ($hash)"
 }
 

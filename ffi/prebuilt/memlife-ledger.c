@@ -1,6 +1,6 @@
 /*
- * libmemlife-ledger: ffi/ledger.c and ffi/event-relay.c as a library for Deno and Node, which
- * cannot compile C at run time as Bun does, and two pointer conversions for Deno. Built ahead of
+ * libmemlife-ledger: ffi/ledger.c, ffi/event-relay.c and ffi/lane.c as a library for Deno and Node,
+ * which cannot compile C at run time as Bun does, and two pointer conversions for Deno. Built ahead of
  * time by ffi/prebuilt/build.sh into ffi/prebuilt/<os>-<arch>/ and shipped in the npm package;
  * where it is absent or cannot load, the backends fall back to the JS ledger (ffi/js-ledger.ts),
  * which asks JS for every call, and Deno to its own conversions. Nothing here is built on install.
@@ -19,6 +19,58 @@ static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_
 
 #include "../ledger.c"
 #include "../event-relay.c"
+#include "../lane.c"
+
+#include <dlfcn.h>
+
+/* The address of `name` in the library `path` the process has open already, or NULL. */
+void *lane_symbol(const char *path, const char *name) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return 0;
+  void *f = dlsym(h, name);
+  dlclose(h); /* only the reference RTLD_NOLOAD added: the library stays as its opener keeps it */
+  return f;
+}
+
+typedef struct {
+  lane_job job;
+  int done;
+  uint64_t result;
+  pthread_cond_t cv;
+} waited_job;
+
+static void waited_finish(lane_job *j, uint64_t r) {
+  waited_job *w = (waited_job *)j;
+  pthread_mutex_lock(&lane_mu);
+  w->result = r;
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&lane_mu);
+}
+
+/*
+ * Runs fn(arg) on a lane and returns its result when it returned: the backend calls this off the
+ * JS thread, on a thread of the runtime's pool, for a `sameThread` symbol (ffi/types.ts), a
+ * function of one pointer argument or none, whose integer or pointer result (if any) comes back
+ * whole. Where no lane can start, fn runs here, on the caller's thread, as without lanes.
+ */
+uint64_t lane_run(void *fn, void *arg) {
+  waited_job w;
+  memset(&w, 0, sizeof w);
+  w.job.fn = (lane_fn)fn;
+  w.job.a[0] = (uint64_t)(uintptr_t)arg;
+  w.job.finish = waited_finish;
+  pthread_cond_init(&w.cv, 0);
+  if (lane_start(&w.job) != 0) {
+    w.result = w.job.fn(w.job.a[0], 0, 0, 0, 0, 0, 0, 0, 0);
+  } else {
+    pthread_mutex_lock(&lane_mu);
+    while (!w.done) pthread_cond_wait(&w.cv, &lane_mu);
+    pthread_mutex_unlock(&lane_mu);
+  }
+  pthread_cond_destroy(&w.cv);
+  return w.result;
+}
 
 /* Deno's own conversions between a pointer object and its address, Deno.UnsafePointer.create and
  * .value, are ops of 55-65 ns each (Deno 2.9); a fast FFI call that returns its argument as the
