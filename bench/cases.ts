@@ -68,7 +68,10 @@ interface Impl {
  * Measures implementations that are compared with each other (bench/measure.ts samples them
  * round-robin) and prints a line for each: its result, or why there is none.
  */
-async function bench(items: readonly { spec: CaseSpec; impls: readonly Impl[] }[]): Promise<void> {
+async function bench(
+  items: readonly { spec: CaseSpec; impls: readonly Impl[] }[],
+  options: MeasureOptions = method,
+): Promise<void> {
   const entries: Entry[] = [];
   for (const { spec, impls } of items) {
     for (const { impl, body, perOp } of impls) {
@@ -79,7 +82,7 @@ async function bench(items: readonly { spec: CaseSpec; impls: readonly Impl[] }[
   // A young-generation collection before each sample: each sample pays for its own garbage, not
   // for the garbage of the entry sampled before it (a full one would measure V8's re-optimization
   // after it, not memlife: see `settler`).
-  const results = await measureAll(method, runtime, entries, collect);
+  const results = await measureAll(options, runtime, entries, collect);
   results.forEach((result, i) => {
     const { case: name, impl } = entries[i];
     emit(typeof result === "string" ? { type: "unavailable", case: name, runtime, impl, reason: result } : result);
@@ -471,7 +474,8 @@ async function embreeBenchmarks(): Promise<void> {
   const budgetMonitor = rawMonitor(true);
   const perBuild = (c: Counters) => () => ({ monitorCalls: c.builds > 0 ? Math.round(c.calls / c.builds) : 0 });
 
-  // The variants of one scene size are measured together, round-robin: the monitor target compares them.
+  // The variants of one scene size are measured together, build by build (MeasureOptions.interleave):
+  // the monitor and budget targets compare them.
   for (const n of triangles) {
     const sized = specs.filter((spec) => spec.triangles === n);
     if (sized.length === 0) continue;
@@ -564,7 +568,7 @@ async function embreeBenchmarks(): Promise<void> {
         return { impl, body, perOp: spec.monitor === "none" ? undefined : perBuild(c) };
       }),
     }));
-    await bench(items);
+    await bench(items, { ...method, interleave: true });
     for (const release of cleanup) release();
   }
 }

@@ -14,6 +14,12 @@ export interface MeasureOptions {
   /** Warm-up: keep running (and calibrating) at least this long before the first sample. */
   readonly warmupMs: number;
   readonly samples: number;
+  /**
+   * Take each round's samples one operation of each entry at a time instead of one whole sample
+   * after another: for operations of a millisecond or more (Embree commits), whose timing in a
+   * JS process moves by a fifth from one 50 ms sample to the next.
+   */
+  readonly interleave?: boolean;
 }
 
 /**
@@ -89,6 +95,24 @@ export function quantile(sorted: readonly number[], q: number): number {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
 }
 
+/** A fixed sequence (the same in every run and runtime) of pseudo-random numbers in [0, 1). */
+let seed = 0x2545f491;
+function random(): number {
+  // xorshift32
+  seed ^= seed << 13;
+  seed ^= seed >>> 17;
+  seed ^= seed << 5;
+  return (seed >>> 0) / 2 ** 32;
+}
+
+/** Fisher-Yates, in place. */
+function shuffle(order: number[]): void {
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+}
+
 async function timed(body: Body, n: number): Promise<number> {
   const start = performance.now();
   const counted = await body(n);
@@ -111,9 +135,10 @@ export interface Entry {
  * Measures entries that will be compared with each other (a case's raw floor and memlife; the
  * Embree variants of one scene size). Each is warmed up and calibrated on its own; then the samples
  * are taken round-robin, one of each entry per round, so that a change in machine load (other
- * processes, CPU frequency) hits all of them alike instead of biasing their ratios.
- * `settle` runs before every sample (`settler()`: a young-generation collection), so that no sample
- * pays for the garbage its predecessor left. Returns a result line, or an error message, per entry.
+ * processes, CPU frequency) hits all of them alike instead of biasing their ratios; with
+ * `options.interleave`, one operation of each at a time. `settle` runs before every sample (every
+ * round when interleaved; `settler()`: a young-generation collection), so that no sample pays for
+ * the garbage its predecessor left. Returns a result line, or an error message, per entry.
  */
 export async function measureAll(
   options: MeasureOptions,
@@ -149,6 +174,31 @@ export async function measureAll(
     }
   }
   for (let round = 0; round < options.samples; round++) {
+    if (options.interleave === true) {
+      // One operation of each entry in turn: a slow spell of the machine shorter than a sample
+      // (a collector's or another process's threads on the cores the builds use) hits every
+      // entry alike, not whichever one was being sampled. In a new order each turn, so that no
+      // entry always runs after the same one (in a fixed order, memlife's budget builds, each
+      // right after the raw floor's JS-monitored one, read 0.93-0.96x its unmonitored builds).
+      settle?.();
+      const spent = entries.map(() => 0);
+      const most = Math.max(...state.map((s) => (s.error === undefined ? s.n : 0)));
+      const order = entries.map((_, i) => i);
+      for (let k = 0; k < most; k++) {
+        shuffle(order);
+        for (const i of order) {
+          const entry = entries[i];
+          if (state[i].error !== undefined || k >= state[i].n) continue;
+          try {
+            spent[i] += await timed(entry.body, 1);
+          } catch (error) {
+            fail(i, error);
+          }
+        }
+      }
+      state.forEach((s, i) => s.perOp.push(spent[i] / s.n));
+      continue;
+    }
     for (const [i, entry] of entries.entries()) {
       if (state[i].error !== undefined) continue;
       try {
