@@ -47,6 +47,7 @@ static int lanes; /* alive */
 /* Lanes beyond this many idle ones leave after LANE_IDLE_SECONDS without work. */
 #define LANES_KEPT 4
 #define LANE_IDLE_SECONDS 10
+#define LANE_STACK ((size_t)8 << 20)
 
 /* Under lane_mu. */
 static void lane_unstack(lane *l) {
@@ -114,6 +115,10 @@ static int lane_start(lane_job *j) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  /* The thread that commits joins TBB's arena and builds too: at least the 8 MiB a main thread
+   * usually gets (ffi/node.ts gives koffi's async calls as much), whatever `ulimit -s` says. */
+  size_t stack = 0;
+  if (pthread_attr_getstacksize(&attr, &stack) == 0 && stack < LANE_STACK) pthread_attr_setstacksize(&attr, LANE_STACK);
   int err = pthread_create(&t, &attr, lane_main, l);
   pthread_attr_destroy(&attr);
   if (err) {
