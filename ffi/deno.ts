@@ -453,9 +453,9 @@ function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptio
       // Deno returns a (throwing) function, not null, for a missing optional nonblocking symbol:
       // the synchronous binding says whether the symbol exists.
       const nonblocking = raw[name + ASYNC];
-      async[name] = !fn || !nonblocking
-        ? undefined
-        : (def.sameThread && laneAsync(nativeLibrary(), path, name, def)) || bindAsync(nonblocking, def, name);
+      async[name] = !fn || !nonblocking ? undefined : (def.sameThread &&
+        laneAsync(nativeLibrary(), path, name, def, { callback: relayed.callback, starting: guardExit })) ||
+        bindAsync(nonblocking, def, name);
     }
   }
   return {

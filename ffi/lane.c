@@ -13,8 +13,9 @@
  *
  * Included by two files:
  * - ffi/bun-relay.c, compiled by Bun's TinyCC at run time: every async call of Bun's backend;
- * - ffi/prebuilt/memlife-ledger.c, built ahead of time for Deno and Node: `lane_run`, for the calls
- *   a symbol table marks `sameThread` (the backend's own async call blocks in it meanwhile).
+ * - ffi/prebuilt/memlife-ledger.c, built ahead of time for Deno and Node: `lane_submit`, for the
+ *   calls a symbol table marks `sameThread` (it returns at once; the lane calls back with the
+ *   result), and `lane_run`, which a runtime's async call waits in where that cannot start.
  * TinyCC has no <stdatomic.h>: everything shared is guarded by lane_mu.
  */
 #include <pthread.h>

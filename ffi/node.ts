@@ -245,7 +245,8 @@ function bind<T extends SymbolTable>(lib: koffi.LibraryHandle, path: string, tab
     }
     symbols[name] = native;
     if (def.blocking) {
-      async[name] = (def.sameThread && laneAsync(nativeLibrary(), path, name, def)) || bindAsync(native);
+      async[name] = (def.sameThread && laneAsync(nativeLibrary(), path, name, def, { callback: relayed.callback })) ||
+        bindAsync(native);
     }
   }
   return {

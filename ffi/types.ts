@@ -44,8 +44,9 @@ export interface SymbolDef {
   /**
    * With `blocking`, for a function of one pointer argument or none, returning nothing or a u64:
    * `async` runs it on the thread that ran the previous such call when that thread is
-   * free (a lane, ffi/lane.c), not on whichever thread of the runtime's pool is next. Where the
-   * prebuilt library is absent (Deno and Node: another platform, a Worker), `async` is the
+   * free (a lane, ffi/lane.c), not on whichever thread of the runtime's pool is next, and holds no
+   * thread of that pool meanwhile (Deno and Node; every async call of Bun's runs on a lane). Where
+   * the prebuilt library is absent (Deno and Node: another platform, a Worker), `async` is the
    * runtime's plain one.
    */
   readonly sameThread?: boolean;

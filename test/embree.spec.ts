@@ -367,6 +367,31 @@ describe("threads", () => {
     assert.ok(s1.committed && s2.committed);
     assert.equal(count.bytes(), device.memory.bytes);
   }, 60_000);
+
+  test("commits hold no thread of the runtime's pool: a file read started while six run settles first", async () => {
+    // Node has four libuv threads for file I/O, DNS and koffi's async calls: a commit that held
+    // one (through stop 29) left a program's reads waiting behind four commits. Deno's and Bun's
+    // pools are larger; the rule is the same everywhere.
+    const devices = Array.from({ length: 6 }, () => rtc.newDevice());
+    try {
+      const scenes = devices.map((d) => {
+        const scene = d.newScene();
+        scene.addTriangleMesh(big.vertices.subarray(0, 9 * 300_000), big.indices.subarray(0, 3 * 300_000));
+        return scene;
+      });
+      let committed = 0;
+      const commits = scenes.map((scene) => scene.commit().then(() => void committed++));
+      const { readFile } = await import("node:fs/promises");
+      const text = await readFile(new URL(import.meta.url), "utf8");
+      const seen = committed;
+      await Promise.all(commits);
+      assert.ok(text.includes("commits hold no thread"), "the file read");
+      assert.equal(seen, 0, `the file read settled after ${seen} of 6 commits`);
+      for (const scene of scenes) scene.release();
+    } finally {
+      for (const d of devices) d.release();
+    }
+  }, 60_000);
 });
 
 describe("monitor failures and replacement", () => {

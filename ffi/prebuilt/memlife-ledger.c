@@ -72,6 +72,43 @@ uint64_t lane_run(void *fn, void *arg) {
   return w.result;
 }
 
+/* The callback a lane reports to (ffi/native-ledger.ts, laneAsync): (id, result, 0, 0). */
+typedef void (*lane_done_fn)(uint64_t, uint64_t, uint64_t, uint64_t);
+
+typedef struct {
+  lane_job job;
+  lane_done_fn done;
+  uint64_t id;
+} posted_job;
+
+static void posted_finish(lane_job *j, uint64_t r) {
+  posted_job *p = (posted_job *)j;
+  lane_done_fn done = p->done;
+  uint64_t id = p->id;
+  free(p);
+  done(id, r, 0, 0);
+}
+
+/*
+ * Starts fn(arg) on a lane and returns at once, holding no thread of the caller's: when fn returned,
+ * the lane, idle again, calls done(id, its result), a callback that hands it to JS. For the same
+ * functions as lane_run. Returns 0, or the error that left fn unrun (ENOMEM, or
+ * pthread_create's).
+ */
+int lane_submit(void *fn, void *arg, void *done, uint64_t id) {
+  posted_job *p = malloc(sizeof(posted_job));
+  if (!p) return 12;
+  memset(p, 0, sizeof *p);
+  p->job.fn = (lane_fn)fn;
+  p->job.a[0] = (uint64_t)(uintptr_t)arg;
+  p->job.finish = posted_finish;
+  p->done = (lane_done_fn)done;
+  p->id = id;
+  int err = lane_start(&p->job);
+  if (err) free(p);
+  return err;
+}
+
 /* Deno's own conversions between a pointer object and its address, Deno.UnsafePointer.create and
  * .value, are ops of 55-65 ns each (Deno 2.9); a fast FFI call that returns its argument as the
  * other type takes 9. ffi/deno.ts uses these where the library opens; they keep no state. */
