@@ -8,6 +8,7 @@
  * uses ffi/js-ledger.ts instead.
  */
 import { BackendError } from "./errors.ts";
+import { AsyncQueue } from "./async-queue.ts";
 import { jsLedger } from "./js-ledger.ts";
 import type {
   Backend,
@@ -163,6 +164,19 @@ export interface LaneHooks {
   readonly starting?: () => void;
 }
 
+/**
+ * At most this many lane calls run at once; the rest wait in call order. Commits used to be capped
+ * by the runtime's pool (Node's four libuv threads, Deno's 32): a thousand at once would build a
+ * thousand scenes at once, with the memory of all of them, on as many threads.
+ */
+const LANE_CALLS = 32;
+const laneQueue = new AsyncQueue(LANE_CALLS);
+
+/** For tests: lane calls running and waiting for their turn in this process. */
+export function laneCalls(): { running: number; queued: number; limit: number } {
+  return { running: laneQueue.running, queued: laneQueue.queued, limit: LANE_CALLS };
+}
+
 /** Lane calls started and not yet settled, by id: what each resolves with its result. */
 const lanePending = new Map<number, (result: unknown) => void>();
 let laneNextId = 1;
@@ -214,27 +228,28 @@ export function laneAsync(
   );
   const submit = lib.symbols.lane_submit;
   const result = def.returns === "u64";
-  return (arg) => {
-    hooks.starting?.();
-    return new Promise((resolve, reject) => {
-      const id = laneNextId++;
-      lanePending.set(id, result ? resolve : () => resolve(undefined));
-      let error: number;
-      try {
-        error = submit(address, arg ?? null, done, id);
-      } catch (thrown) {
-        lanePending.delete(id);
-        reject(thrown);
-        return;
-      }
-      if (error !== 0) {
-        // No lane could start (no memory, no thread): the runtime's async call waits in lane_run,
-        // which runs the call itself then.
-        lanePending.delete(id);
-        run(address, arg ?? null).then((value) => resolve(result ? value : undefined), reject);
-        return;
-      }
-      laneAlive ??= setInterval(stayAlive, 2 ** 30);
+  return (arg) =>
+    laneQueue.run(() => {
+      hooks.starting?.();
+      return new Promise((resolve, reject) => {
+        const id = laneNextId++;
+        lanePending.set(id, result ? resolve : () => resolve(undefined));
+        let error: number;
+        try {
+          error = submit(address, arg ?? null, done, id);
+        } catch (thrown) {
+          lanePending.delete(id);
+          reject(thrown);
+          return;
+        }
+        if (error !== 0) {
+          // No lane could start (no memory, no thread): the runtime's async call waits in lane_run,
+          // which runs the call itself then.
+          lanePending.delete(id);
+          run(address, arg ?? null).then((value) => resolve(result ? value : undefined), reject);
+          return;
+        }
+        laneAlive ??= setInterval(stayAlive, 2 ** 30);
+      });
     });
-  };
 }

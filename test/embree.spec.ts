@@ -368,6 +368,44 @@ describe("threads", () => {
     assert.equal(count.bytes(), device.memory.bytes);
   }, 60_000);
 
+  test(
+    "a hundred commits at once: at most 32 run, the rest wait their turn, all settle with the right figures",
+    async () => {
+      // Without the cap, 100 commits built 100 scenes at once on 100 lanes: a program committing a
+      // thousand scenes would have held the memory of all of them (Node's pool had capped it at 4).
+      const { laneCalls } = await import("../ffi/native-ledger.ts");
+      const devices = Array.from({ length: 100 }, () => rtc.newDevice("", { accounting: true }));
+      try {
+        const scenes = devices.map((d) => {
+          const scene = d.newScene();
+          scene.addTriangleMesh(big.vertices.subarray(0, 9 * 2_000), big.indices.subarray(0, 3 * 2_000));
+          return scene;
+        });
+        // Read as each commit settles: at the first, up to 99 are left, of which at most 32 run.
+        const seen: { running: number; queued: number; limit: number }[] = [];
+        await Promise.all(scenes.map((scene) => scene.commit().then(() => void seen.push(laneCalls()))));
+        if (runtime !== "bun" && monitorDiagnostics(devices[0]).nativeLedger) {
+          // Deno and Node with the prebuilt library: commits go through its lane_submit. (Bun's
+          // async calls are capped at 256 by its backend, as before.)
+          const { limit } = seen[0];
+          assert.ok(seen.every((s) => s.running <= limit), `at most ${limit} at once`);
+          assert.equal(seen[0].running, limit, "running at the first settlement");
+          // Commits that ended together settle in one delivery, each letting a waiting one start.
+          assert.ok(seen[0].queued > 0 && seen[0].queued <= 99 - limit, `waiting: ${seen[0].queued}`);
+        }
+        assert.equal(laneCalls().running + laneCalls().queued, 0);
+        const bytes = devices[0].memory.bytes;
+        assert.ok(bytes > 0);
+        for (const d of devices) assert.equal(d.memory.bytes, bytes, "each device holds one scene's bytes");
+        for (const scene of scenes) scene.release();
+        for (const d of devices) assert.equal(d.memory.bytes, 0);
+      } finally {
+        for (const d of devices) d.release();
+      }
+    },
+    60_000,
+  );
+
   test("commits hold no thread of the runtime's pool: a file read started while six run settles first", async () => {
     // Node has four libuv threads for file I/O, DNS and koffi's async calls: a commit that held
     // one (through stop 29) left a program's reads waiting behind four commits. Deno's and Bun's
