@@ -39,7 +39,6 @@ export const nativeLedgerSymbols = {
   lane_symbol: { args: ["cstring", "cstring"], returns: "ptr" },
   lane_run: { args: ["ptr", "ptr"], returns: "u64", blocking: true },
   lane_submit: { args: ["ptr", "ptr", "fn", "u64"], returns: "i32" },
-  lane_count: { args: [], returns: "i32" },
 } as const satisfies SymbolTable;
 
 export type NativeLedgerLibrary = NativeLibrary<typeof nativeLedgerSymbols>;
@@ -208,8 +207,8 @@ function stayAlive(): void {}
  * lane is idle again by then, so a call JS makes as it learns of the result takes it (a `burst`
  * callback, handed to the relay thread instead, added that thread's wake-up: Node 1.3 -> 1.5-1.6
  * ms per 10k-triangle commit in 2 processes of 5). Where no lane can start, the runtime's async
- * call waits in lane_run instead. Undefined where the prebuilt library or the symbol's address cannot be
- * had, or the symbol's result is neither nothing nor a u64.
+ * call waits in lane_run instead. Undefined where the prebuilt library or the symbol's address cannot
+ * be had, or the symbol takes more than one pointer or returns something else than nothing or a u64.
  */
 export function laneAsync(
   lib: NativeLedgerLibrary | null,
@@ -219,7 +218,10 @@ export function laneAsync(
   hooks: LaneHooks,
 ): ((arg?: unknown) => Promise<unknown>) | undefined {
   const run = lib?.async.lane_run;
-  if (lib == null || run === undefined || (def.returns !== "void" && def.returns !== "u64")) return undefined;
+  const oneArgument = def.args.length === 0 || (def.args.length === 1 && def.args[0] === "ptr");
+  if (lib == null || run === undefined || !oneArgument || (def.returns !== "void" && def.returns !== "u64")) {
+    return undefined;
+  }
   const address = lib.symbols.lane_symbol(path, name);
   if (address === null || address === undefined) return undefined;
   const done = laneDone ??= hooks.callback(

@@ -32,6 +32,13 @@ void *lane_symbol(const char *path, const char *name) {
   return f;
 }
 
+/* A job of fn(arg): one pointer argument or none (the rest are 0), reported to `finish`. */
+static void lane_job_set(lane_job *j, void *fn, void *arg, void (*finish)(lane_job *, uint64_t)) {
+  j->fn = (lane_fn)fn;
+  j->a[0] = (uint64_t)(uintptr_t)arg;
+  j->finish = finish;
+}
+
 typedef struct {
   lane_job job;
   int done;
@@ -57,9 +64,7 @@ static void waited_finish(lane_job *j, uint64_t r) {
 uint64_t lane_run(void *fn, void *arg) {
   waited_job w;
   memset(&w, 0, sizeof w);
-  w.job.fn = (lane_fn)fn;
-  w.job.a[0] = (uint64_t)(uintptr_t)arg;
-  w.job.finish = waited_finish;
+  lane_job_set(&w.job, fn, arg, waited_finish);
   pthread_cond_init(&w.cv, 0);
   if (lane_start(&w.job) != 0) {
     w.result = w.job.fn(w.job.a[0], 0, 0, 0, 0, 0, 0, 0, 0);
@@ -99,9 +104,7 @@ int lane_submit(void *fn, void *arg, void *done, uint64_t id) {
   posted_job *p = malloc(sizeof(posted_job));
   if (!p) return 12;
   memset(p, 0, sizeof *p);
-  p->job.fn = (lane_fn)fn;
-  p->job.a[0] = (uint64_t)(uintptr_t)arg;
-  p->job.finish = posted_finish;
+  lane_job_set(&p->job, fn, arg, posted_finish);
   p->done = (lane_done_fn)done;
   p->id = id;
   int err = lane_start(&p->job);
