@@ -645,8 +645,9 @@ export const backend: Backend = {
   },
   arrayBuffer,
   readCString,
-  // Workers keep a JS ledger (ffi/native-ledger.ts says why).
-  memoryLedger: ledgerMaker(nativeLibrary, callback),
+  // Workers keep a JS ledger (ffi/native-ledger.ts says why). Ticketed: a TBB worker waits for
+  // its monitor call on memlife's ticket, not in Deno's callback (ffi/prebuilt/memlife-ledger.c).
+  memoryLedger: ledgerMaker(nativeLibrary, callback, true),
   unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
   refTimer: (timer) => Deno.refTimer(timer as unknown as number),
 };

@@ -30,6 +30,8 @@ export const nativeLedgerSymbols = {
   ledger_apply: { args: ["u32", "f64", "i32", "i32"], returns: "i32" },
   ledger_read: { args: ["u32", "buffer"], returns: "void" },
   ledger_source_hash: { args: [], returns: "ptr" },
+  ledger_wait_init: { args: ["fn"], returns: "void" },
+  ledger_answer: { args: ["u64", "i32"], returns: "void" },
   // ffi/event-relay.c, in the same library (ffi/event-relay.ts).
   event_relay_init: { args: ["fn"], returns: "void" },
   event_slot_init: { args: ["i32", "fn", "i32", "u32"], returns: "ptr" },
@@ -87,18 +89,24 @@ export interface LedgerCalls {
   ledger_set_budget(id: number, hasBudget: number, budget: number): void;
   ledger_apply(id: number, bytes: number, post: number, answer: number): number;
   ledger_read(id: number, out: Float64Array): void;
+  /** The prebuilt library's (Deno, Node), for `ticketed` forwards (memlife-ledger.c). */
+  ledger_wait_init?(waited: Callback): void;
+  ledger_answer?(ticket: number | bigint, answer: number): void;
 }
 
 /**
  * The ledger over ffi/ledger.c's functions `h`. Forwarded calls go to `backend.callback(def)`,
  * which calls `forward` on the JS thread; JS answers them with `apply`. One per process: the C
- * side has one relay.
+ * side has one relay. `ticketed` (Deno): a call from another thread waits on a ticket that JS
+ * answers as soon as `forward` returned, delivered through the event relay's burst callback,
+ * instead of inside the runtime's thread-safe callback (ffi/prebuilt/memlife-ledger.c says why).
  */
 export function nativeLedger(
   h: LedgerCalls,
   backend: Pick<Backend, "callback">,
   def: CallbackDef,
   forward: (id: number, bytes: number, post: boolean) => boolean,
+  ticketed = false,
 ): MemoryLedger {
   const relay = backend.callback(
     def,
@@ -107,6 +115,23 @@ export function nativeLedger(
     ) => unknown,
   );
   const entry = h.ledger_init(relay);
+  const answer = h.ledger_answer;
+  if (ticketed && h.ledger_wait_init !== undefined && answer !== undefined) {
+    const waited = backend.callback(
+      { args: ["u32", "i64", "bool", "u64"], returns: "void", delivery: "event", burst: true },
+      ((id: number, bytes: number | bigint, post: boolean, ticket: number | bigint) => {
+        // Answered whatever happens, or the thread would wait for ever: a throw refuses, as a
+        // thread-safe callback that throws answers 0.
+        let allowed = false;
+        try {
+          allowed = forward(id, Number(bytes), post);
+        } finally {
+          answer(ticket, allowed ? 1 : 0);
+        }
+      }) as (...args: never[]) => unknown,
+    );
+    h.ledger_wait_init(waited);
+  }
   const out = new Float64Array(8);
   return {
     callback: entry as unknown as Callback,
@@ -142,6 +167,7 @@ export function nativeLedger(
 export function ledgerMaker(
   library: () => NativeLedgerLibrary | null,
   callback: Backend["callback"],
+  ticketed = false,
 ): Backend["memoryLedger"] {
   let made = false;
   return (def, forward) => {
@@ -149,7 +175,7 @@ export function ledgerMaker(
     const lib = library();
     const ledger = lib === null
       ? jsLedger(callback, def, forward)
-      : nativeLedger(lib.symbols, { callback }, def, forward);
+      : nativeLedger(lib.symbols, { callback }, def, forward, ticketed);
     made = true;
     return ledger;
   };

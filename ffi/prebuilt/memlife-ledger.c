@@ -13,13 +13,68 @@
  * signature (`user_data` declared usize: the account id). */
 typedef bool (*monitor_fn)(uintptr_t id, ssize_t bytes, bool post);
 
-static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_t post) {
-  return ((monitor_fn)relay)((uintptr_t)id, (ssize_t)bytes, post != 0) ? 1 : 0;
-}
+static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_t post);
 
 #include "../ledger.c"
 #include "../event-relay.c"
 #include "../lane.c"
+
+/*
+ * Where the backend asks for it (Deno), a forwarded call from another thread waits on a ticket of
+ * its own instead of inside the runtime's thread-safe callback: `ledger_waited`, a burst slot of
+ * the event relay, queues the call and returns at once, the relay thread asks JS to take it, and
+ * JS answers with ledger_answer as soon as the monitor returned. Deno's own thread-safe callback
+ * wakes its caller only after the JS thread finished the whole task, through a zero-capacity
+ * channel (deno_core's spawn_blocking), and its JS thread was seen in sched_yield there. Every
+ * microsecond counts double: the waiting TBB worker holds one of Embree's allocator spin locks, on
+ * which the other workers spin (perf: most of a monitored build's CPU). On 2 cores a 10k-triangle
+ * commit with a JS monitor took 6.9-7.3x the unmonitored one (500-620 us a call) and 3.1-3.3x
+ * (180-200 us) through a ticket (bench/monitor-threads.ts). Node's koffi callback took 25-28 us a
+ * call, and 48-103 us through the relay thread: Node keeps its callback.
+ */
+typedef void (*waited_fn)(uint64_t, uint64_t, uint64_t, uint64_t);
+static waited_fn ledger_waited;
+
+typedef struct {
+  int done;
+  uint64_t answer;
+  pthread_cond_t cv;
+} ledger_ticket;
+
+static pthread_mutex_t ticket_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_t post) {
+  waited_fn waited = __atomic_load_n(&ledger_waited, __ATOMIC_ACQUIRE);
+  if (waited && !pthread_equal(pthread_self(), event_js_thread)) {
+    ledger_ticket t;
+    t.done = 0;
+    t.answer = 0;
+    pthread_cond_init(&t.cv, 0);
+    waited(id, bytes, post & 0xff, (uint64_t)(uintptr_t)&t);
+    pthread_mutex_lock(&ticket_mu);
+    while (!t.done) pthread_cond_wait(&t.cv, &ticket_mu);
+    pthread_mutex_unlock(&ticket_mu);
+    pthread_cond_destroy(&t.cv);
+    return t.answer;
+  }
+  return ((monitor_fn)relay)((uintptr_t)id, (ssize_t)bytes, post != 0) ? 1 : 0;
+}
+
+/* Once, on the JS thread, before any account forwards: the burst callback forwarded calls go to,
+ * with (id, bytes, post, ticket); its JS answers each with ledger_answer(ticket, answer). */
+void ledger_wait_init(void *waited) {
+  __atomic_store_n(&ledger_waited, (waited_fn)waited, __ATOMIC_RELEASE);
+}
+
+/* JS's answer to the forwarded call of `ticket`: wakes the thread that waits for it. */
+void ledger_answer(uint64_t ticket, int answer) {
+  ledger_ticket *t = (ledger_ticket *)(uintptr_t)ticket;
+  pthread_mutex_lock(&ticket_mu);
+  t->answer = answer != 0;
+  t->done = 1;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&ticket_mu);
+}
 
 #include <dlfcn.h>
 
