@@ -326,8 +326,8 @@ describe("threads", () => {
   test("Deno: a TBB worker's monitor call waits on memlife's ticket, answered through the event relay", async () => {
     // Inside Deno's own thread-safe callback the worker was woken only after the JS thread's
     // whole task, while the others spun on the allocator lock it held: a 10k-triangle commit with
-    // a JS monitor took 6.9-7.3x an unmonitored one on 2 cores, 2.8-3.3x through the ticket
-    // (ffi/prebuilt/memlife-ledger.c).
+    // a JS monitor took 5.7-7.6x an unmonitored one on this repository's 2-vCPU VM, 2.0-3.6x
+    // through the ticket (ffi/prebuilt/memlife-ledger.c, which gives the H100's figures too).
     if (runtime !== "deno") return skip("Deno only: Bun's TinyCC relay and Node's koffi callback wait their own way");
     const ffi = await import("#ffi") as { eventRelayCounts?: () => { queued: number } | null };
     const counts = ffi.eventRelayCounts;

@@ -23,14 +23,18 @@ static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_
  * Where the backend asks for it (Deno), a forwarded call from another thread waits on a ticket of
  * its own instead of inside the runtime's thread-safe callback: `ledger_waited`, a burst slot of
  * the event relay, queues the call and returns at once, the relay thread asks JS to take it, and
- * JS answers with ledger_answer as soon as the monitor returned. Deno's own thread-safe callback
- * wakes its caller only after the JS thread finished the whole task, through a zero-capacity
- * channel (deno_core's spawn_blocking), and its JS thread was seen in sched_yield there. Every
- * microsecond counts double: the waiting TBB worker holds one of Embree's allocator spin locks, on
- * which the other workers spin (perf: most of a monitored build's CPU). On 2 cores a 10k-triangle
- * commit with a JS monitor took 6.9-7.3x the unmonitored one (500-620 us a call) and 3.1-3.3x
- * (180-200 us) through a ticket (bench/monitor-threads.ts). Node's koffi callback took 25-28 us a
- * call, and 48-103 us through the relay thread: Node keeps its callback.
+ * JS answers with ledger_answer as soon as the monitor returned. Deno's own callback wakes its
+ * caller only after the JS thread finished the whole task, through a zero-capacity channel
+ * (deno_core's spawn_blocking), and its JS thread was seen in sched_yield there; meanwhile the
+ * waiting TBB worker holds one of Embree's allocator spin locks, on which the other workers spin
+ * (perf: most of a monitored build's CPU). bench/monitor-threads.ts, 10k triangles, a call's
+ * cost: on this repository's 2-vCPU VM 413-617 us in Deno's callback, 79-200 us through a ticket
+ * (the commit 5.7-7.6x the unmonitored one, 2.0-3.6x); on the 16-core H100 host 16-25 us in the
+ * callback and 40-54 us through a ticket (1.11-1.18x, 1.23-1.37x), the relay thread's wake-up,
+ * confined to 2, 4 or 8 of its CPUs alike. The ticket is kept for what it saves where a call is
+ * dear. A choice per call by measured round trips was tried: on the VM both ways' round trips
+ * spread over 30 us-1.6 ms, and commits went 2-19 ms. Node's koffi callback took 25-28 us a call
+ * on the VM, 48-103 us through the relay thread: Node keeps its callback.
  */
 typedef void (*waited_fn)(uint64_t, uint64_t, uint64_t, uint64_t);
 static waited_fn ledger_waited;
