@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EVENT_ARGS 4   /* the widest OpenCL callback: pfn_free_func's 4 */
 #define EVENT_SLOTS 16 /* trampolines: one per event callback kind, for the life of the process */
@@ -107,12 +108,50 @@ static int event_room(void) {
   return 1;
 }
 
+/*
+ * Until when (CLOCK_MONOTONIC, ns) the relay thread stays awake for the next call instead of
+ * sleeping: a caller that expects more calls soon sets it (ffi/prebuilt/memlife-ledger.c, for a
+ * monitored Embree build), so that their delivery does not wait for the thread's wake-up. Set
+ * with __atomic builtins, as is event_queued_hint, which a queued call sets for the spinning thread.
+ */
+static int64_t event_awake_until;
+static int event_queued_hint;
+
+static int64_t event_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void event_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Under event_mu, released meanwhile: spins while nothing is queued, until event_awake_until.
+ * Returns 0 at once where the thread is not to stay awake. */
+static int event_stay(void) {
+  int64_t until = __atomic_load_n(&event_awake_until, __ATOMIC_RELAXED);
+  if (event_now_ns() >= until) return 0;
+  __atomic_store_n(&event_queued_hint, 0, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&event_mu);
+  while (!__atomic_load_n(&event_queued_hint, __ATOMIC_ACQUIRE) && event_now_ns() < until) event_pause();
+  pthread_mutex_lock(&event_mu);
+  return 1;
+}
+
 /* The relay thread: delivers the calls queued while no other thread was delivering. */
 static void *event_main(void *unused) {
   (void)unused;
   pthread_mutex_lock(&event_mu);
   for (;;) {
-    while (event_len == 0 || event_delivering) pthread_cond_wait(&event_cv, &event_mu);
+    while (event_len == 0 || event_delivering) {
+      if (!event_delivering && event_stay()) continue;
+      pthread_cond_wait(&event_cv, &event_mu);
+    }
     event_deliver(0);
   }
   return 0;
@@ -152,6 +191,7 @@ static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a
   w[3] = event_clean(a2, s->kind[2]);
   w[4] = event_clean(a3, s->kind[3]);
   event_queued_calls++;
+  __atomic_store_n(&event_queued_hint, 1, __ATOMIC_RELEASE);
   if (!event_delivering) {
     if (s->burst) pthread_cond_signal(&event_cv);
     else event_deliver(1);

@@ -5,6 +5,7 @@
  * where it is absent or cannot load, the backends fall back to the JS ledger (ffi/js-ledger.ts),
  * which asks JS for every call, and Deno to its own conversions. Nothing here is built on install.
  */
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -30,11 +31,12 @@ static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_
  * (perf: most of a monitored build's CPU). bench/monitor-threads.ts, 10k triangles, a call's
  * cost: on this repository's 2-vCPU VM 413-617 us in Deno's callback, 79-200 us through a ticket
  * (the commit 5.7-7.6x the unmonitored one, 2.0-3.6x); on the 16-core H100 host 16-25 us in the
- * callback and 40-54 us through a ticket (1.11-1.18x, 1.23-1.37x), the relay thread's wake-up,
- * confined to 2, 4 or 8 of its CPUs alike. The ticket is kept for what it saves where a call is
- * dear. A choice per call by measured round trips was tried: on the VM both ways' round trips
- * spread over 30 us-1.6 ms, and commits went 2-19 ms. Node's koffi callback took 25-28 us a call
- * on the VM, 48-103 us through the relay thread: Node keeps its callback.
+ * callback and 40-54 us through a ticket (1.11-1.18x, 1.23-1.37x) until the spins below, confined
+ * to 2, 4 or 8 of its CPUs alike: the wake-ups of the relay thread and of the waiting one. The
+ * ticket is kept for what it saves where a call is dear. A choice per call by measured round
+ * trips was tried: on the VM both ways' round trips spread over 30 us-1.6 ms, and commits went
+ * 2-19 ms. Node's koffi callback took 25-28 us a call on the VM, 48-103 us through the relay
+ * thread: Node keeps its callback.
  */
 typedef void (*waited_fn)(uint64_t, uint64_t, uint64_t, uint64_t);
 static waited_fn ledger_waited;
@@ -47,6 +49,18 @@ typedef struct {
 
 static pthread_mutex_t ticket_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * With LEDGER_SPARE_CPUS or more, the relay thread stays awake this long after a ticketed call is
+ * queued, for the next one of the build, and the waiting thread spins this long for its answer
+ * before it sleeps: two threads spinning where cores are to spare, which saves two wake-ups a call.
+ * On the H100 host, 10k triangles, a call in Deno's callback against through a ticket: 16 CPUs
+ * 21-29 us against 17-26 with both spins, 40-54 without; 8 CPUs 18-36 against 32-34, 45-46 with
+ * the relay's spin alone; 4 CPUs 24-28 against 47-59 with both spins (too few cores to spin on).
+ */
+#define LEDGER_AWAKE_NS 200000
+#define LEDGER_SPARE_CPUS 8
+static int ledger_spare_cores;
+
 static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_t post) {
   waited_fn waited = __atomic_load_n(&ledger_waited, __ATOMIC_ACQUIRE);
   if (waited && !pthread_equal(pthread_self(), event_js_thread)) {
@@ -54,7 +68,14 @@ static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_
     t.done = 0;
     t.answer = 0;
     pthread_cond_init(&t.cv, 0);
+    if (ledger_spare_cores) {
+      __atomic_store_n(&event_awake_until, event_now_ns() + LEDGER_AWAKE_NS, __ATOMIC_RELAXED);
+    }
     waited(id, bytes, post & 0xff, (uint64_t)(uintptr_t)&t);
+    if (ledger_spare_cores) {
+      int64_t until = event_now_ns() + LEDGER_AWAKE_NS;
+      while (!__atomic_load_n(&t.done, __ATOMIC_ACQUIRE) && event_now_ns() < until) event_pause();
+    }
     pthread_mutex_lock(&ticket_mu);
     while (!t.done) pthread_cond_wait(&t.cv, &ticket_mu);
     pthread_mutex_unlock(&ticket_mu);
@@ -67,6 +88,8 @@ static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_
 /* Once, on the JS thread, before any account forwards: the burst callback forwarded calls go to,
  * with (id, bytes, post, ticket); its JS answers each with ledger_answer(ticket, answer). */
 void ledger_wait_init(void *waited) {
+  cpu_set_t cpus;
+  ledger_spare_cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= LEDGER_SPARE_CPUS;
   __atomic_store_n(&ledger_waited, (waited_fn)waited, __ATOMIC_RELEASE);
 }
 
@@ -75,7 +98,7 @@ void ledger_answer(uint64_t ticket, int answer) {
   ledger_ticket *t = (ledger_ticket *)(uintptr_t)ticket;
   pthread_mutex_lock(&ticket_mu);
   t->answer = answer != 0;
-  t->done = 1;
+  __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
   pthread_cond_signal(&t->cv);
   pthread_mutex_unlock(&ticket_mu);
 }
