@@ -163,6 +163,13 @@ typedef struct {
 } relay_request;
 
 static relay_slot slots[RELAY_SLOTS];
+/* How long a foreign thread awaits its answer spinning before it sleeps: 200 us with 8 CPUs or
+ * more (memlife_init), else 0. A TBB worker awaiting the memory monitor holds an Embree allocator
+ * lock the other workers spin on, so its wake-up costs twice: on the H100 host, 10k triangles,
+ * 29-34 -> 10-17 us a call with 16 CPUs, 29-34 -> 17-27 with 8 (test/device/results/
+ * bun-monitor-spin-ab-h100-2026-11-27.txt). With fewer, a spinning thread takes a core the JS
+ * thread needs (Deno's ticket measured 24-28 -> 47-59 us with 4, ffi/prebuilt/memlife-ledger.c). */
+static long relay_spin_ns;
 static pthread_t js_thread;
 static pthread_mutex_t relay_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t direct_calls; /* only touched on the JS thread */
@@ -198,6 +205,18 @@ static uint64_t relay_foreign(relay_slot *s, uint64_t a0, uint64_t a1, uint64_t 
   pthread_cond_init(&r.cond, 0);
   /* Queued on the JS thread's event loop; returns at once. */
   ((notify_fn)s->notify)(&r);
+  if (relay_spin_ns > 0) {
+    /* Where cores are to spare, the answer is awaited awake for a while: no wake-up to pay. A
+     * volatile read (TinyCC has no atomics); the answer itself is read under relay_mu below. */
+    volatile int *done = &r.done;
+    struct timespec from, now;
+    clock_gettime(CLOCK_MONOTONIC, &from);
+    for (;;) {
+      if (*done) break;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((now.tv_sec - from.tv_sec) * 1000000000L + (now.tv_nsec - from.tv_nsec) >= relay_spin_ns) break;
+    }
+  }
   pthread_mutex_lock(&relay_mu);
   while (!r.done) pthread_cond_wait(&r.cond, &relay_mu);
   uint64_t v = r.answer;
@@ -270,9 +289,10 @@ double relay_count(int which) {
 }
 
 /* Called once, on the JS thread, before any trampoline or async call is used. */
-void memlife_init(void *done) {
+void memlife_init(void *done, int cpus) {
   js_thread = pthread_self();
   on_done = (done_fn)done;
+  relay_spin_ns = cpus >= 8 ? 200000 : 0;
 }
 
 /* ---------------------------------------------------------------- memory ledger */

@@ -106,7 +106,7 @@ function kindOf(t: NativeType, where: string): number {
 }
 
 const helperSymbols = {
-  memlife_init: { args: ["ptr"], returns: "void" },
+  memlife_init: { args: ["ptr", "i32"], returns: "void" },
   async_submit: {
     args: ["ptr", "u32", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64", "u64"],
     returns: "i32",
@@ -127,7 +127,7 @@ const helperSymbols = {
 /** bun-relay.c as JS sees it (bun-types cannot infer these from the table above). */
 /** bun-relay.c's functions, and the ledger.c it includes (whose `ledger_init` takes a relay trampoline). */
 interface Helpers extends LedgerCalls {
-  memlife_init(done: number | null): void;
+  memlife_init(done: number | null, cpus: number): void;
   /** The symbol's address is all we use: each async binding types its own CFunction over it. */
   async_submit: { readonly ptr: number };
   async_threads(): number;
@@ -203,8 +203,11 @@ function native(): Helpers {
   });
   immortal.push(lib);
   const h = lib.symbols as unknown as Helpers;
+  // CPUs this process may run on (Bun counts its affinity mask): with 8 or more, a foreign thread
+  // awaits its answer spinning for a while (ffi/bun-relay.c).
+  const cpus = navigator.hardwareConcurrency | 0;
   if (polled) {
-    h.memlife_init(null);
+    h.memlife_init(null, cpus);
   } else {
     const done = new JSCallback(onAsyncDone, {
       args: ["u32", "u32", "u32"],
@@ -212,7 +215,7 @@ function native(): Helpers {
       threadsafe: true,
     });
     immortal.push(done);
-    h.memlife_init(done.ptr);
+    h.memlife_init(done.ptr, cpus);
     loopHold = setInterval(() => {}, 0x7fffffff);
     loopHold.unref();
   }
