@@ -20,6 +20,38 @@ static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_
 #include "../event-relay.c"
 #include "../lane.c"
 
+/* A value one thread waits for and another hands over, under the mutex the caller names: a
+ * monitor call's answer (a ticket, ledger_forward), a lane call's result (lane_run). */
+typedef struct {
+  int done;
+  uint64_t value;
+  pthread_cond_t cv;
+} handoff;
+
+static void handoff_init(handoff *h) {
+  h->done = 0;
+  h->value = 0;
+  pthread_cond_init(&h->cv, 0);
+}
+
+/* Signalled under the mutex: the waiter cannot destroy the condition before this returns. */
+static void handoff_give(handoff *h, pthread_mutex_t *mu, uint64_t value) {
+  pthread_mutex_lock(mu);
+  h->value = value;
+  __atomic_store_n(&h->done, 1, __ATOMIC_RELEASE);
+  pthread_cond_signal(&h->cv);
+  pthread_mutex_unlock(mu);
+}
+
+static uint64_t handoff_take(handoff *h, pthread_mutex_t *mu) {
+  pthread_mutex_lock(mu);
+  while (!h->done) pthread_cond_wait(&h->cv, mu);
+  uint64_t value = h->value;
+  pthread_mutex_unlock(mu);
+  pthread_cond_destroy(&h->cv);
+  return value;
+}
+
 /*
  * Where the backend asks for it (Deno), a forwarded call from another thread waits on a ticket of
  * its own instead of inside the runtime's thread-safe callback: `ledger_waited`, a burst slot of
@@ -41,12 +73,6 @@ static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_
 typedef void (*waited_fn)(uint64_t, uint64_t, uint64_t, uint64_t);
 static waited_fn ledger_waited;
 
-typedef struct {
-  int done;
-  uint64_t answer;
-  pthread_cond_t cv;
-} ledger_ticket;
-
 static pthread_mutex_t ticket_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /*
@@ -64,23 +90,17 @@ static int ledger_spare_cores;
 static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_t post) {
   waited_fn waited = __atomic_load_n(&ledger_waited, __ATOMIC_ACQUIRE);
   if (waited && !pthread_equal(pthread_self(), event_js_thread)) {
-    ledger_ticket t;
-    t.done = 0;
-    t.answer = 0;
-    pthread_cond_init(&t.cv, 0);
+    handoff ticket;
+    handoff_init(&ticket);
     if (ledger_spare_cores) {
       __atomic_store_n(&event_awake_until, event_now_ns() + LEDGER_AWAKE_NS, __ATOMIC_RELAXED);
     }
-    waited(id, bytes, post & 0xff, (uint64_t)(uintptr_t)&t);
+    waited(id, bytes, post & 0xff, (uint64_t)(uintptr_t)&ticket);
     if (ledger_spare_cores) {
       int64_t until = event_now_ns() + LEDGER_AWAKE_NS;
-      while (!__atomic_load_n(&t.done, __ATOMIC_ACQUIRE) && event_now_ns() < until) event_pause();
+      while (!__atomic_load_n(&ticket.done, __ATOMIC_ACQUIRE) && event_now_ns() < until) event_pause();
     }
-    pthread_mutex_lock(&ticket_mu);
-    while (!t.done) pthread_cond_wait(&t.cv, &ticket_mu);
-    pthread_mutex_unlock(&ticket_mu);
-    pthread_cond_destroy(&t.cv);
-    return t.answer;
+    return handoff_take(&ticket, &ticket_mu);
   }
   return ((monitor_fn)relay)((uintptr_t)id, (ssize_t)bytes, post != 0) ? 1 : 0;
 }
@@ -95,12 +115,7 @@ void ledger_wait_init(void *waited) {
 
 /* JS's answer to the forwarded call of `ticket`: wakes the thread that waits for it. */
 void ledger_answer(uint64_t ticket, int answer) {
-  ledger_ticket *t = (ledger_ticket *)(uintptr_t)ticket;
-  pthread_mutex_lock(&ticket_mu);
-  t->answer = answer != 0;
-  __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
-  pthread_cond_signal(&t->cv);
-  pthread_mutex_unlock(&ticket_mu);
+  handoff_give((handoff *)(uintptr_t)ticket, &ticket_mu, answer != 0);
 }
 
 #include <dlfcn.h>
@@ -123,18 +138,11 @@ static void lane_job_set(lane_job *j, void *fn, void *arg, void (*finish)(lane_j
 
 typedef struct {
   lane_job job;
-  int done;
-  uint64_t result;
-  pthread_cond_t cv;
+  handoff result;
 } waited_job;
 
 static void waited_finish(lane_job *j, uint64_t r) {
-  waited_job *w = (waited_job *)j;
-  pthread_mutex_lock(&lane_mu);
-  w->result = r;
-  w->done = 1;
-  pthread_cond_signal(&w->cv);
-  pthread_mutex_unlock(&lane_mu);
+  handoff_give(&((waited_job *)j)->result, &lane_mu, r);
 }
 
 /*
@@ -147,16 +155,13 @@ uint64_t lane_run(void *fn, void *arg) {
   waited_job w;
   memset(&w, 0, sizeof w);
   lane_job_set(&w.job, fn, arg, waited_finish);
-  pthread_cond_init(&w.cv, 0);
+  handoff_init(&w.result);
   if (lane_start(&w.job) != 0) {
-    w.result = w.job.fn(w.job.a[0], 0, 0, 0, 0, 0, 0, 0, 0);
-  } else {
-    pthread_mutex_lock(&lane_mu);
-    while (!w.done) pthread_cond_wait(&w.cv, &lane_mu);
-    pthread_mutex_unlock(&lane_mu);
+    uint64_t r = w.job.fn(w.job.a[0], 0, 0, 0, 0, 0, 0, 0, 0);
+    pthread_cond_destroy(&w.result.cv);
+    return r;
   }
-  pthread_cond_destroy(&w.cv);
-  return w.result;
+  return handoff_take(&w.result, &lane_mu);
 }
 
 /* The callback a lane reports to (ffi/native-ledger.ts, laneAsync): (id, result, 0, 0). */
