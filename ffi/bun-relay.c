@@ -163,13 +163,16 @@ typedef struct {
 } relay_request;
 
 static relay_slot slots[RELAY_SLOTS];
-/* How long a foreign thread awaits its answer spinning before it sleeps: 200 us with 8 CPUs or
- * more (memlife_init), else 0. A TBB worker awaiting the memory monitor holds an Embree allocator
+/* How long a foreign thread awaits its answer spinning before it sleeps: RELAY_SPIN_NS with
+ * RELAY_SPARE_CPUS or more (memlife_init), else 0. A TBB worker awaiting the memory monitor holds an Embree allocator
  * lock the other workers spin on, so its wake-up costs twice: on the H100 host, 10k triangles,
  * 29-34 -> 10-17 us a call with 16 CPUs, 29-34 -> 17-27 with 8 (test/device/results/
  * bun-monitor-spin-ab-h100-2026-11-27.txt). With fewer, a spinning thread takes a core the JS
  * thread needs (Deno's ticket measured 24-28 -> 47-59 us with 4, ffi/prebuilt/memlife-ledger.c). */
 static long relay_spin_ns;
+static int relay_cpus; /* the process's CPUs, as memlife_init was told */
+#define RELAY_SPIN_NS 200000
+#define RELAY_SPARE_CPUS 8
 static pthread_t js_thread;
 static pthread_mutex_t relay_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t direct_calls; /* only touched on the JS thread */
@@ -292,7 +295,14 @@ double relay_count(int which) {
 void memlife_init(void *done, int cpus) {
   js_thread = pthread_self();
   on_done = (done_fn)done;
-  relay_spin_ns = cpus >= 8 ? 200000 : 0;
+  relay_cpus = cpus;
+  relay_spin_ns = cpus >= RELAY_SPARE_CPUS ? RELAY_SPIN_NS : 0;
+}
+
+/* For tests: spin from `from` CPUs on (RELAY_SPARE_CPUS by default), so that a machine with few
+ * CPUs can run the spinning path too. On the JS thread, while no foreign call waits. */
+void relay_spin_from(int from) {
+  relay_spin_ns = relay_cpus >= from ? RELAY_SPIN_NS : 0;
 }
 
 /* ---------------------------------------------------------------- memory ledger */

@@ -116,6 +116,7 @@ const helperSymbols = {
   relay_slot_init: { args: ["i32", "i32", "ptr", "ptr", "i32", "u32", "i32"], returns: "ptr" },
   relay_answer: { args: ["ptr", "u64"], returns: "void" },
   relay_count: { args: ["i32"], returns: "f64" },
+  relay_spin_from: { args: ["i32"], returns: "void" },
   ledger_init: { args: ["ptr"], returns: "ptr" },
   ledger_reset: { args: ["u32"], returns: "i32" },
   ledger_set_forward: { args: ["u32", "i32"], returns: "void" },
@@ -143,6 +144,7 @@ interface Helpers extends LedgerCalls {
   ): number | null;
   relay_answer(request: number, word: number): void;
   relay_count(which: number): number;
+  relay_spin_from(from: number): void;
 }
 
 interface PendingCall {
@@ -605,4 +607,13 @@ export const backend: Backend = {
 export function bunRelayStats(): { direct: number; relayed: number; poolThreads: number } {
   const h = native();
   return { direct: h.relay_count(0), relayed: h.relay_count(1), poolThreads: h.async_threads() };
+}
+
+/**
+ * Tests only: a thread waiting for its answer from JS spins first from `from` CPUs on (8 by
+ * default, ffi/bun-relay.c), so that the spinning path runs on a machine with fewer. Call it while
+ * no such call waits.
+ */
+export function spinFrom(from: number): void {
+  native().relay_spin_from(from);
 }

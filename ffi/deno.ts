@@ -629,6 +629,14 @@ const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "pla
 const callback = relayed.callback;
 /** For tests and the bench: how the relay delivered (null where there is no relay). */
 export const eventRelayCounts = relayed.counts;
+/**
+ * Tests only: ticketed monitor calls spin (the waiting thread, the relay thread) from `from` CPUs
+ * on (8 by default, ffi/prebuilt/memlife-ledger.c), so that the spinning path runs on a machine
+ * with fewer. Call it while no such call waits; nothing where the library is absent.
+ */
+export function spinFrom(from: number): void {
+  nativeLibrary()?.symbols.ledger_spin_from(from);
+}
 
 export const backend: Backend = {
   runtime: "deno",

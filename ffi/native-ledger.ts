@@ -32,6 +32,7 @@ export const nativeLedgerSymbols = {
   ledger_source_hash: { args: [], returns: "ptr" },
   ledger_wait_init: { args: ["fn"], returns: "void" },
   ledger_answer: { args: ["u64", "i32"], returns: "void" },
+  ledger_spin_from: { args: ["i32"], returns: "void" },
   // ffi/event-relay.c, in the same library (ffi/event-relay.ts).
   event_relay_init: { args: ["fn"], returns: "void" },
   event_slot_init: { args: ["i32", "fn", "i32", "u32"], returns: "ptr" },

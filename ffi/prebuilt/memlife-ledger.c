@@ -87,6 +87,13 @@ static pthread_mutex_t ticket_mu = PTHREAD_MUTEX_INITIALIZER;
 #define LEDGER_SPARE_CPUS 8
 static int ledger_spare_cores;
 
+/* Spins from `from` CPUs on (LEDGER_SPARE_CPUS by default; tests ask for fewer, so that a machine
+ * with few CPUs runs the spinning path too). On the JS thread, while no ticketed call waits. */
+void ledger_spin_from(int from) {
+  cpu_set_t cpus;
+  ledger_spare_cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= from;
+}
+
 static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_t post) {
   waited_fn waited = __atomic_load_n(&ledger_waited, __ATOMIC_ACQUIRE);
   if (waited && !pthread_equal(pthread_self(), event_js_thread)) {
@@ -108,8 +115,7 @@ static uint64_t ledger_forward(void *relay, uint64_t id, uint64_t bytes, uint64_
 /* Once, on the JS thread, before any account forwards: the burst callback forwarded calls go to,
  * with (id, bytes, post, ticket); its JS answers each with ledger_answer(ticket, answer). */
 void ledger_wait_init(void *waited) {
-  cpu_set_t cpus;
-  ledger_spare_cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= LEDGER_SPARE_CPUS;
+  ledger_spin_from(LEDGER_SPARE_CPUS);
   __atomic_store_n(&ledger_waited, (waited_fn)waited, __ATOMIC_RELEASE);
 }
 
