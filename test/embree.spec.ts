@@ -48,6 +48,38 @@ function countingMonitor(
 
 const OOM = "RTC_ERROR_OUT_OF_MEMORY";
 
+/**
+ * A threads=0 device whose JS monitor allows every allocation call but the one `refuse.at` names
+ * (counting from 0 over the device's calls before an allocation, JS thread included), as
+ * `commitRefused` moves it.
+ */
+function refusingDevice(): { device: ReturnType<typeof rtc.newDevice>; refuse: { at: number; seen: number } } {
+  const device = rtc.newDevice("threads=0");
+  const refuse = { at: -1, seen: 0 };
+  device.setMemoryMonitorFunction((bytes, post) => {
+    if (bytes <= 0 || post) return true;
+    return refuse.seen++ !== refuse.at;
+  });
+  return { device, refuse };
+}
+
+/** Commits `mesh` refusing the allocation `offset` calls into the commit (off the JS thread): it fails once. */
+async function commitRefused(
+  device: ReturnType<typeof rtc.newDevice>,
+  refuse: { at: number; seen: number },
+  mesh: { vertices: Float32Array; indices: Uint32Array },
+  offset: number,
+): Promise<void> {
+  const scene = device.newScene();
+  scene.addTriangleMesh(mesh.vertices, mesh.indices);
+  refuse.at = refuse.seen + offset;
+  const denied = device.memory.denied;
+  await assert.rejects(scene.commit(), (e: unknown) => e instanceof EmbreeError && e.codeName === OOM);
+  assert.equal(device.memory.denied - denied, 1);
+  scene.release();
+  assert.equal(device.memory.bytes, 0);
+}
+
 test("Embree loads; rtc.version names it", () => {
   const v = rtc.load();
   assert.ok(v.major === 3 || v.major === 4, `major ${v.major}`);
@@ -331,14 +363,8 @@ describe("threads", () => {
     if (runtime !== "deno") return skip("Deno only: Bun's TinyCC relay and Node's koffi callback wait their own way");
     const ffi = await import("#ffi") as { eventRelayCounts?: () => { queued: number } | null };
     const counts = ffi.eventRelayCounts;
-    using device = rtc.newDevice("threads=0");
-    const answers: boolean[] = [];
-    let refuseAt = -1;
-    device.setMemoryMonitorFunction((bytes, post) => {
-      if (bytes <= 0 || post) return true;
-      answers.push(answers.length !== refuseAt);
-      return answers[answers.length - 1];
-    });
+    const { device, refuse } = refusingDevice();
+    using _device = device;
     if (!monitorDiagnostics(device).nativeLedger) {
       return skip("no prebuilt library: the JS ledger waits in Deno's callback");
     }
@@ -357,14 +383,7 @@ describe("threads", () => {
     assert.equal(device.memory.bytes, 0);
 
     // The answer reaches the thread that asked: a refusal of the K-th allocation fails the commit once.
-    const again = device.newScene();
-    again.addTriangleMesh(big.vertices, big.indices);
-    refuseAt = answers.length + 3; // made during the commit, off the JS thread
-    const denied = device.memory.denied;
-    await assert.rejects(again.commit(), (e: unknown) => e instanceof EmbreeError && e.codeName === OOM);
-    assert.equal(device.memory.denied - denied, 1);
-    again.release();
-    assert.equal(device.memory.bytes, 0);
+    await commitRefused(device, refuse, big, 3);
   }, 120_000);
 
   test(
@@ -375,14 +394,8 @@ describe("threads", () => {
       const ffi = await import("#ffi") as { spinFrom?: (from: number) => void };
       const spinFrom = ffi.spinFrom;
       if (spinFrom === undefined) return skip("Node's koffi callback waits without spinning");
-      using device = rtc.newDevice("threads=0");
-      const answers: boolean[] = [];
-      let refuseAt = -1;
-      device.setMemoryMonitorFunction((bytes, post) => {
-        if (bytes <= 0 || post) return true;
-        answers.push(answers.length !== refuseAt);
-        return answers[answers.length - 1];
-      });
+      const { device, refuse } = refusingDevice();
+      using _device = device;
       spinFrom(1);
       try {
         const before = monitorDiagnostics(device).relayed;
@@ -392,20 +405,11 @@ describe("threads", () => {
         scene.release();
         assert.ok(monitorDiagnostics(device).relayed > before, "no monitor call came from another thread");
         assert.equal(device.memory.bytes, 0);
-        for (let k = 0; k < 4; k++) {
-          const again = device.newScene();
-          again.addTriangleMesh(big.vertices, big.indices);
-          refuseAt = answers.length + 2 + k * 5; // made during the commit, off the JS thread
-          const denied = device.memory.denied;
-          await assert.rejects(again.commit(), (e: unknown) => e instanceof EmbreeError && e.codeName === OOM);
-          assert.equal(device.memory.denied - denied, 1);
-          again.release();
-          assert.equal(device.memory.bytes, 0);
-        }
+        for (let k = 0; k < 4; k++) await commitRefused(device, refuse, big, 2 + k * 5);
         // Two devices at once, both spinning: neither gets the other's answers.
         using other = rtc.newDevice("threads=0");
         other.setMemoryMonitorFunction(() => true);
-        refuseAt = -1;
+        refuse.at = -1;
         const a = device.newScene();
         const b = other.newScene();
         a.addTriangleMesh(big.vertices, big.indices);
