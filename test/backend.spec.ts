@@ -47,6 +47,22 @@ describe("64-bit integer parameters and results", () => {
     for (let i = 0; i < 20000; i++) total += libc.strnlen(text, i % 2 === 0 ? 2 ** 32 + 2 : 4);
     assert.equal(total, 10000 * 5 + 10000 * 4);
   });
+
+  test("a value repeated call after call, then another, then a bigint between numbers: each reaches C as passed", () => {
+    // Deno's backend remembers each parameter's last conversion (ffi/deno.ts, `bigWithMemory`).
+    const text = "hello";
+    let total = 0;
+    for (let i = 0; i < 20000; i++) {
+      const maxlen = i % 7 === 6 ? 2n : (i >> 6) % 2 === 0 ? 2 ** 32 + 2 : 3;
+      total += libc.strnlen(text, maxlen);
+    }
+    let expected = 0;
+    for (let i = 0; i < 20000; i++) expected += i % 7 === 6 ? 2 : (i >> 6) % 2 === 0 ? 5 : 3;
+    assert.equal(total, expected);
+    for (const value of [-0, 0, 5, 5, 2 ** 40 + 1, 2 ** 40 + 1, -3]) {
+      assert.equal(libc.llabs(value), Math.abs(value), `llabs(${value})`);
+    }
+  });
 });
 
 describe("pointers and addresses", () => {
