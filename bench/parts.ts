@@ -36,7 +36,9 @@
  *   raw, 2 objects held      the relayed callback, with two small JS objects per buffer kept
  *                            until its callback came: what holding per-buffer state costs where a
  *                            driver thread delivers later (memlife holds the buffer and its entry)
- *   raw, +0.5 us JS a callback  the own callback spinning 0.5 us before it counts, and
+ *   raw, +0.5 us JS a callback  the own callback spinning 0.5 us before it counts,
+ *   raw, +0.5 us JS a microtask the same spin on a microtask the callback queues (whether a
+ *                            driver thread waits for the microtasks its call queued too), and
  *   raw, +0.5 us JS a buffer    the loop spinning 0.5 us per buffer: what a handler's and a loop's
  *                            JS cost a buffer where a driver thread waits for each callback
  *   createBuffer + destructor the public API: createBuffer, setDestructorCallback, release
@@ -186,6 +188,11 @@ const slowDestructor = backend.callback({ ...openclCallbacks.memDestructor, deli
   spin(0.5);
   count();
 });
+/** The same 0.5 us run on a microtask the callback queues: does the driver thread wait for it too? */
+const laterDestructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, () => {
+  queueMicrotask(() => spin(0.5));
+  count();
+});
 /** Time spent issuing the calls and waiting for the last callbacks, per line (a driver thread may lag). */
 const phases = new Map<string, { issue: number; wait: number }>();
 /**
@@ -235,6 +242,7 @@ const destructorEntries: Entry[] = ([
     withRawCallback(holdingDestructor)();
   }],
   ["raw, +0.5 us JS a callback", withRawCallback(slowDestructor)],
+  ["raw, +0.5 us JS a microtask", withRawCallback(laterDestructor)],
   ["raw, +0.5 us JS a buffer", () => {
     spin(0.5);
     withRawCallback(ownDestructor)();
