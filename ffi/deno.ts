@@ -185,20 +185,24 @@ const big = (value: unknown): unknown =>
 /**
  * `big` for one parameter of one symbol, remembering the last number it converted: loops pass the
  * same size and flags call after call, and returning the bigint made last time skips BigInt's
- * 10 ns (createBuffer + release on Deno: 1.15x -> 1.04x the raw calls with a constant bigint;
- * bench/parts.ts). It keeps one small bigint alive.
+ * 10 ns (bench/parts.ts "raw via memlife binding": 1.15x -> 1.02-1.05x the raw calls with a
+ * constant bigint). It keeps one small bigint alive. The check inlined into callers is under
+ * V8's 28 bytes of bytecode that inline for free: with the conversion written inside it (62
+ * bytes), createBuffer + release no longer fit TurboFan's budget with the Buffer constructor
+ * (`--trace-turbo-inlining`) and the loop was no faster than with `big`.
  */
 function bigWithMemory(): (value: unknown) => unknown {
   let lastNumber = 0;
   let lastBig: unknown = 0n;
-  return (value) => {
+  // Out of line: the check that V8 inlines into every caller stays a few bytes of bytecode, which
+  // leaves TurboFan's inlining budget to the caller's own code (see Context.createBuffer).
+  const convert = (value: unknown): unknown => {
     if (typeof value !== "number") return value;
-    if (value !== lastNumber) {
-      lastBig = (value | 0) === value ? BigInt(value | 0) : BigInt(value);
-      lastNumber = value;
-    }
+    lastBig = (value | 0) === value ? BigInt(value | 0) : BigInt(value);
+    lastNumber = value;
     return lastBig;
   };
+  return (value) => (value === lastNumber ? lastBig : convert(value));
 }
 
 /**
