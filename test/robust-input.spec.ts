@@ -431,6 +431,14 @@ describe("options are own properties of plain objects, booleans are booleans", (
       ["not an array", () => queue.enqueueSVMFree(a as never), T],
       ["array of numbers", () => queue.enqueueSVMFree([5] as never), T],
       ["twice", () => queue.enqueueSVMFree([a, a]), T],
+      // With no options, the front of enqueueSVMFree (one allocation, or the list) by the same rules.
+      ["a Proxy of the allocation", () => queue.enqueueSVMFree([new Proxy(a, {})] as never), T],
+      [
+        "a length no array has",
+        () => queue.enqueueSVMFree(new Proxy([a], { get: (t, k) => k === "length" ? 1.5 : t[k as never] })),
+        T,
+      ],
+      ["a number after it", () => queue.enqueueSVMFree([a, 5] as never), T],
     ]);
     assert.ok(a.alive, "refused calls left the allocation alone");
     a.release();

@@ -497,6 +497,11 @@ function checkRange(buffer: Buffer, offset: number, size: number): void {
   }
 }
 
+/** Out of line: enqueueSVMFree's front stays small enough for V8 to inline. */
+function notAllocationList(value: unknown): TypeError {
+  return new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(value)}`);
+}
+
 /**
  * An in-order command queue. Waiting (`finish`, `event.wait`, `readBuffer`) happens off the JS
  * thread, which stays free to run callbacks.
@@ -695,12 +700,21 @@ export class CommandQueue {
    */
   enqueueSVMFree(allocations: readonly SVMAllocation[], options?: SVMFreeOptions): Event {
     this.#live();
-    if (!Array.isArray(allocations)) {
-      throw new TypeError(`enqueueSVMFree takes an array of cl.SVMAllocation, got ${show(allocations)}`);
+    if (!Array.isArray(allocations)) throw notAllocationList(allocations);
+    // The usual call, one allocation and no options, in a front small enough for V8 to inline
+    // into the caller with #freeOne (TurboFan inlines no function over 460 bytes of bytecode, and
+    // this one with its options was larger).
+    if (options === undefined) {
+      const n = listLength(allocations, "enqueueSVMFree's allocations");
+      return n === 1 ? this.#freeOne(allocations[0]) : this.#freeList(allocations, n, undefined, undefined);
     }
+    return this.#freeWithOptions(allocations, options);
+  }
+
+  #freeWithOptions(allocations: readonly SVMAllocation[], options: SVMFreeOptions): Event {
     let onFree: SVMFreeCallback | undefined;
     let waitFor: unknown;
-    if (options !== undefined) {
+    {
       // options() + own() in one pass, by their rules (as createBuffer does): an options bag cost
       // Deno's free 66 ns of JS through them, 34 so (bench/js-cost.ts), in a call of ~75 ns of JS
       // that PoCL's idle workers, woken per command, turn into 2-3 times as much on 2 cores.
@@ -721,10 +735,19 @@ export class CommandQueue {
       }
     }
     const n = listLength(allocations, "enqueueSVMFree's allocations");
-    // The usual call, one allocation and nothing to call back or wait for, without the lists: 6 ns
-    // less of JS on Node, 18 on Deno (bench/js-cost.ts), which PoCL's idle workers make 2-3 times
-    // as much on 2 cores.
+    // One allocation and nothing to call back or wait for, without the lists: 6 ns less of JS on
+    // Node, 18 on Deno (bench/js-cost.ts), which PoCL's idle workers make 2-3 times as much on 2 cores.
     if (n === 1 && onFree === undefined && waitFor === undefined) return this.#freeOne(allocations[0]);
+    return this.#freeList(allocations, n, onFree, waitFor);
+  }
+
+  /** `enqueueSVMFree` of `n` allocations, its options read. */
+  #freeList(
+    allocations: readonly SVMAllocation[],
+    n: number,
+    onFree: SVMFreeCallback | undefined,
+    waitFor: unknown,
+  ): Event {
     // Each element is read once, into `given`: an accessor could return another allocation on a
     // second read, one never checked (a mapped one, another context's).
     const given: SVMAllocation[] = new Array(n);
