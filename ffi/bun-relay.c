@@ -292,9 +292,18 @@ double relay_count(int which) {
 }
 
 /* Called once, on the JS thread, before any trampoline or async call is used. */
+/* Seconds a Worker's idle lane waits for work before it leaves (lane.c). */
+#define WORKER_LANE_IDLE_SECONDS 2
+
 void memlife_init(void *done, int cpus) {
   js_thread = pthread_self();
   on_done = (done_fn)done;
+  if (!done) { /* a Worker (see keep_done) */
+    pthread_mutex_lock(&lane_mu);
+    lanes_kept = 0;
+    lane_idle_seconds = WORKER_LANE_IDLE_SECONDS;
+    pthread_mutex_unlock(&lane_mu);
+  }
   relay_cpus = cpus;
   relay_spin_ns = cpus >= RELAY_SPARE_CPUS ? RELAY_SPIN_NS : 0;
 }

@@ -45,9 +45,14 @@ static lane *idle_top; /* idle lanes, the one idle last on top */
 static int lanes_idle;
 static int lanes; /* alive */
 
-/* Lanes beyond this many idle ones leave after LANE_IDLE_SECONDS without work. */
+/* Lanes beyond `lanes_kept` idle ones leave after `lane_idle_seconds` without work. A Bun Worker
+ * keeps none (bun-relay.c, memlife_init): nothing tells it that it is being terminated, and a
+ * terminated Worker's lanes, never given work again, stayed for the life of the process, one
+ * thread or more per Worker. */
 #define LANES_KEPT 4
 #define LANE_IDLE_SECONDS 10
+static int lanes_kept = LANES_KEPT;
+static int lane_idle_seconds = LANE_IDLE_SECONDS;
 #define LANE_STACK ((size_t)8 << 20)
 
 /* Under lane_mu. */
@@ -64,8 +69,8 @@ static void *lane_main(void *arg) {
     while (!l->job) {
       struct timespec until;
       clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_sec += LANE_IDLE_SECONDS;
-      if (pthread_cond_timedwait(&l->cv, &lane_mu, &until) != 0 && !l->job && lanes_idle > LANES_KEPT) {
+      until.tv_sec += lane_idle_seconds;
+      if (pthread_cond_timedwait(&l->cv, &lane_mu, &until) != 0 && !l->job && lanes_idle > lanes_kept) {
         lane_unstack(l);
         lanes_idle--;
         lanes--;

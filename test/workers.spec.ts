@@ -3,6 +3,7 @@
 // (test/fixtures/worker-host.ts) with a time limit, repeated: the crashes this guards against
 // came in 1 run of 8 (Deno, SVM free) to every run (Bun, a commit in flight). What memlife cannot make safe in a
 // Worker on a runtime it refuses with a WorkerError (src/worker.ts): those features are listed.
+import { existsSync } from "node:fs";
 import { describe, test } from "vitest";
 import { assert, runScript, runtime, skip } from "./helpers.ts";
 
@@ -143,6 +144,16 @@ describe("terminating a Worker", () => {
       assert.deepEqual(workers[0], { terminated: true }, "terminated while the commit ran");
     }
   }, 700_000);
+
+  test("Workers that committed and were terminated leave no thread behind (child process)", async () => {
+    if (!existsSync("/proc/self/task")) return skip("no /proc/self/task to count threads");
+    const result = await runScript(new URL("./fixtures/worker-lanes.ts", import.meta.url), [], { timeout: 60_000 });
+    assert.equal(result.code, 0, result.stderr);
+    const { base, after } = JSON.parse(result.stdout.trim().split("\n").pop()!) as { base: number; after: number };
+    // Bun's lanes (ffi/lane.c) of each terminated Worker stayed for the life of the process: 8 Workers,
+    // 8 threads or more.
+    assert.ok(after <= base + 2, `threads after eight Workers: ${after}, after the first: ${base}`);
+  }, 70_000);
 
   test("two Workers committing, terminated at once, 5 runs", async () => {
     for (let i = 0; i < 5; i++) await run("commit", "terminate", 2);
