@@ -62,8 +62,17 @@ static void lane_unstack(lane *l) {
   if (*p) *p = l->below;
 }
 
+#ifdef __linux__
+/* glibc's, declared here: TinyCC compiles this file without _GNU_SOURCE. */
+extern int pthread_setname_np(pthread_t thread, const char *name);
+#endif
+
 static void *lane_main(void *arg) {
   lane *l = arg;
+#ifdef __linux__
+  /* Named, so that a program (and test/fixtures/worker-lanes.ts) can tell memlife's threads apart. */
+  pthread_setname_np(pthread_self(), "memlife-lane");
+#endif
   pthread_mutex_lock(&lane_mu);
   for (;;) {
     while (!l->job) {

@@ -145,15 +145,20 @@ describe("terminating a Worker", () => {
     }
   }, 700_000);
 
-  test("Workers that committed and were terminated leave no thread behind (child process)", async () => {
-    if (!existsSync("/proc/self/task")) return skip("no /proc/self/task to count threads");
-    const result = await runScript(new URL("./fixtures/worker-lanes.ts", import.meta.url), [], { timeout: 60_000 });
-    assert.equal(result.code, 0, result.stderr);
-    const { base, after } = JSON.parse(result.stdout.trim().split("\n").pop()!) as { base: number; after: number };
-    // Bun's lanes (ffi/lane.c) of each terminated Worker stayed for the life of the process: 8 Workers,
-    // 8 threads or more.
-    assert.ok(after <= base + 2, `threads after eight Workers: ${after}, after the first: ${base}`);
-  }, 70_000);
+  test(
+    "Workers that committed and were terminated leave none of memlife's threads behind (child process)",
+    async () => {
+      if (!existsSync("/proc/self/task")) return skip("no /proc/self/task to count threads");
+      const result = await runScript(new URL("./fixtures/worker-lanes.ts", import.meta.url), [], { timeout: 60_000 });
+      assert.equal(result.code, 0, result.stderr);
+      const report = JSON.parse(result.stdout.trim().split("\n").pop()!) as { most: number; left: number };
+      // Bun's lanes (ffi/lane.c) of each terminated Worker stayed for the life of the process: after
+      // eight Workers, eight lanes or more.
+      assert.equal(report.left, 0, `memlife's lanes left after eight Workers: ${JSON.stringify(report)}`);
+      if (runtime === "bun") assert.ok(report.most > 0, `the Workers' commits ran on lanes: ${JSON.stringify(report)}`);
+    },
+    70_000,
+  );
 
   test("two Workers committing, terminated at once, 5 runs", async () => {
     for (let i = 0; i < 5; i++) await run("commit", "terminate", 2);
