@@ -45,7 +45,9 @@
  *   createBuffer + destroyed  the same with `destroyed.then()` instead of a callback: settled in
  *                            the native call's callback, no deferred user callback
  * On Deno and Node the relay's counts follow: calls queued from other threads and the JS thread's
- * wake-ups to take them. And a 4 KiB `hostPtr: "use"` buffer awaited until destroyed, one at a
+ * wake-ups to take them. With OPENCL_LIBRARY naming test/native/thread-driver.c's library (built
+ * as its header says), the destructors come from a driver thread of the shim, one at a time, as a
+ * GPU driver's do, on this machine's PoCL. And a 4 KiB `hostPtr: "use"` buffer awaited until destroyed, one at a
  * time (the bench's "hostPtr use" row; `--part=hostptr`):
  *   raw, own callback        clCreateBuffer(USE_HOST_PTR) + a destructor callback that resolves a promise
  *   + Buffer object          the same native calls, wrapped in memlife's Buffer, `destroyed` awaited

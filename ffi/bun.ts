@@ -585,6 +585,8 @@ function readCString(pointer: Pointer): string {
 export const backend: Backend = {
   runtime: "bun",
   inWorker: !isMainThread,
+  // No event relay reads it here: threadsafe JSCallbacks never make a driver thread wait.
+  callbacksAwaited: new Int32Array(new ArrayBuffer(4)),
   open,
   callback,
   memoryLedger,

@@ -644,12 +644,16 @@ function ledgerPath(): string | null {
 
 /** The prebuilt library (ledger and event relay), where it is and this is not a Worker. */
 const nativeLibrary = nativeLibraryOnce(open, ledgerPath);
+/** The core keeps its count of awaited callbacks here, for the relay (Backend.callbacksAwaited). */
+const callbacksAwaited = new Int32Array(new ArrayBuffer(4));
 // Only `burst` callbacks (SVM frees) go through the event relay here. For the others, on an H100,
 // a destructor reached an awaiting JS thread in 24-34 us through the relay, whichever thread asked
 // Deno to run `take`, and in 10-16 us through Deno's own callback (bench/parts.ts --part=await);
-// back-to-back releases took the same time either way. So for those a driver thread waits for
-// each of its calls, as Deno makes it.
-const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "plain");
+// back-to-back releases took the same time either way, or longer through the relay (2026-11-28,
+// test/device/results/event-relay-several-ab-h100-2026-11-28.txt: all of them, 5.6-6.7 us a
+// buffer against 4.1-4.8, and only while the program awaited several, as Node's relay does, 5.0-6.7
+// against 4.6-5.0). So for those a driver thread waits for each of its calls, as Deno makes it.
+const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "plain", callbacksAwaited);
 const callback = relayed.callback;
 /** For tests and the bench: how the relay delivered (null where there is no relay). */
 export const eventRelayCounts = relayed.counts;
@@ -665,6 +669,7 @@ export function spinFrom(from: number): void {
 export const backend: Backend = {
   runtime: "deno",
   inWorker,
+  callbacksAwaited,
   requirePermissions,
   open,
   callback,

@@ -10,9 +10,16 @@
  *   Node: enqueueSVMFree with onFree 3.4 us a free, against 62 us when the worker waited for each.
  * - any other slot (Node only: Deno keeps its own callbacks for those, ffi/deno.ts says why) has
  *   its caller deliver, if no delivery is under way, and wait for that one round trip (what other
- *   threads queue meanwhile is the relay thread's); other callers go on. On an H100 a destructor reached an awaiting JS thread in 14-16 us so (Node), against
- *   30-34 us through the relay thread: the driver thread, free again at once, had to be woken for
- *   the next release. Back-to-back releases took the same time either way.
+ *   threads queue meanwhile is the relay thread's); other callers go on. On an H100 a destructor
+ *   reached an awaiting JS thread in 14-16 us so (Node), against 30-34 us through the relay
+ *   thread: the driver thread, free again at once, had to be woken for the next release.
+ *   Unless the program awaits more than one callback: then the calls are most likely a driver
+ *   thread's backlog (the destructors of buffers released back to back), and a round trip each
+ *   would serialize them on the JS thread's wake-ups. Such a call is queued for the relay thread,
+ *   as a burst slot's is, and its caller goes on. test/native/thread-driver.c, calling every
+ *   destructor from one thread, on this repository's 2-core VM (a wake-up costs 47 us): 50 us a
+ *   buffer, 0.8-0.9 us so. On the H100 it changed nothing: NVIDIA calls from several threads,
+ *   whose calls the relay already took in 54-56 deliveries for 300k.
  *
  * On the JS thread itself (PoCL calls destructors inside clReleaseMemObject) a slot calls its JS
  * callback directly, inside the native call, as without the relay. Where the queue cannot grow or
@@ -61,7 +68,15 @@ static size_t event_first, event_len, event_capacity;
 static int event_thread_state; /* 0 not started, 1 running, -1 could not start */
 static int event_delivering;    /* a thread is in event_wake: the calls queued meanwhile are its to deliver */
 /* Under event_mu but the first. */
-static double event_direct_calls, event_queued_calls, event_fallback_calls, event_deliveries;
+static double event_direct_calls, event_queued_calls, event_fallback_calls, event_deliveries, event_several_calls;
+
+/*
+ * How many native callbacks the program awaits, as JS keeps it (event_relay_awaited; read relaxed,
+ * a hint). With more than one, a caller of a non-burst slot leaves its call to the relay thread
+ * (see above); with one, that call is the one the program waits for, which its caller delivers
+ * faster than the relay thread, a wake-up later.
+ */
+static const int32_t *event_awaited;
 
 static int event_start(void);
 
@@ -170,6 +185,11 @@ static int event_start(void) {
   return event_thread_state == 1;
 }
 
+/* Whether the program awaits more than one callback (see above). */
+static int event_awaiting_several(void) {
+  return event_awaited != NULL && __atomic_load_n(event_awaited, __ATOMIC_RELAXED) > 1;
+}
+
 static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3) {
   event_slot *s = &event_slots[n];
   if (pthread_equal(pthread_self(), event_js_thread)) {
@@ -178,6 +198,7 @@ static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a
     return;
   }
   pthread_mutex_lock(&event_mu);
+  int several = !s->burst && event_awaiting_several() && event_start();
   if ((s->burst && !event_start()) || !event_room()) {
     event_fallback_calls++;
     pthread_mutex_unlock(&event_mu);
@@ -191,9 +212,10 @@ static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a
   w[3] = event_clean(a2, s->kind[2]);
   w[4] = event_clean(a3, s->kind[3]);
   event_queued_calls++;
+  if (several) event_several_calls++;
   __atomic_store_n(&event_queued_hint, 1, __ATOMIC_RELEASE);
   if (!event_delivering) {
-    if (s->burst) pthread_cond_signal(&event_cv);
+    if (s->burst || several) pthread_cond_signal(&event_cv);
     else event_deliver(1);
   }
   pthread_mutex_unlock(&event_mu);
@@ -219,6 +241,9 @@ void event_relay_init(void *wake) {
   event_js_thread = pthread_self();
   event_wake = (event_wake_fn)wake;
 }
+
+/* Once, on the JS thread: the int32 where JS counts the callbacks it awaits, valid for the process. */
+void event_relay_awaited(const int32_t *word) { event_awaited = word; }
 
 /*
  * Fills slot n and returns its trampoline (NULL for a bad slot or arity). `kinds` packs one
@@ -247,12 +272,13 @@ int event_take(uint64_t *out, int max) {
 
 /*
  * 0: calls run directly on the JS thread; 1: queued from other threads; 2: fallen back to the JS
- * callback on the calling thread; 3: deliveries (JS asked to take the queue).
+ * callback on the calling thread; 3: deliveries (JS asked to take the queue); 4: calls of non-burst
+ * slots queued for the relay thread because the program awaited several callbacks.
  */
 double event_count(int which) {
   pthread_mutex_lock(&event_mu);
   double n = which == 0 ? event_direct_calls : which == 1 ? event_queued_calls : which == 2 ? event_fallback_calls
-    : event_deliveries;
+    : which == 3 ? event_deliveries : event_several_calls;
   pthread_mutex_unlock(&event_mu);
   return n;
 }

@@ -3,9 +3,10 @@
  * `void` callbacks native code calls from other threads (NVIDIA calls every destructor, SVM free
  * and event status callback on a driver thread, PoCL its SVM frees on a worker). A `burst`
  * callback's caller goes on at once and the relay thread asks JS to take every queued call; any
- * other's caller asks JS itself and waits (Node), or keeps the runtime's own callback (Deno, where
- * that was faster: ffi/deno.ts). The runtime's own callback stays what runs on the JS thread and
- * what a slot falls back to; where the library is absent (another platform, a Worker) every
+ * other's caller asks JS itself and waits, unless the program awaits several callbacks
+ * (ffi/event-relay.c says why): then it goes on, as a burst caller (Node); or it keeps the
+ * runtime's own callback (Deno, where that was faster: ffi/deno.ts). The runtime's own callback
+ * stays what runs on the JS thread and what a slot falls back to; where the library is absent (another platform, a Worker) every
  * callback is the runtime's own.
  */
 import type { Backend, Callback, CallbackDef, NativeType } from "./types.ts";
@@ -47,25 +48,29 @@ function reader(type: NativeType, fromAddress: Backend["fromAddress"]): (word: b
 
 /**
  * Counts of ffi/event-relay.c: calls run on the JS thread, queued from other threads, fallen back
- * to the runtime's own callback; and deliveries (a thread waiting while JS took the queue).
+ * to the runtime's own callback; deliveries (a thread waiting while JS took the queue); and calls
+ * of non-burst slots left to the relay thread because the program awaited several callbacks.
  */
 export interface EventRelayCounts {
   direct: number;
   queued: number;
   fallback: number;
   deliveries: number;
+  several: number;
 }
 
 /**
  * `Backend.callback` over the runtime's own `plain` one: `event` callbacks get a relay slot of
  * the library that `library()` opens (asked once, on the first such callback); with `others`
- * "plain", only `burst` ones do. The rest stay plain. `counts()` is null until a relay exists.
+ * "plain", only `burst` ones do. The rest stay plain. `awaited` is `Backend.callbacksAwaited`.
+ * `counts()` is null until a relay exists.
  */
 export function relayedCallbacks(
   library: () => NativeLedgerLibrary | null,
   plain: Backend["callback"],
   fromAddress: Backend["fromAddress"],
   others: "relay" | "plain",
+  awaited: Backend["callbacksAwaited"],
 ): { callback: Backend["callback"]; counts(): EventRelayCounts | null } {
   let asked = false;
   let h: NativeLedgerLibrary["symbols"] | null = null;
@@ -96,6 +101,7 @@ export function relayedCallbacks(
       const lib = library();
       if (lib !== null) {
         lib.symbols.event_relay_init(plain({ args: [], returns: "void", delivery: "sync" }, take));
+        lib.symbols.event_relay_awaited(awaited);
         h = lib.symbols;
       }
     }
@@ -147,6 +153,7 @@ export function relayedCallbacks(
         queued: h.event_count(1),
         fallback: h.event_count(2),
         deliveries: h.event_count(3),
+        several: h.event_count(4),
       },
   };
 }

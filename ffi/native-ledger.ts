@@ -35,6 +35,7 @@ export const nativeLedgerSymbols = {
   ledger_spin_from: { args: ["i32"], returns: "void" },
   // ffi/event-relay.c, in the same library (ffi/event-relay.ts).
   event_relay_init: { args: ["fn"], returns: "void" },
+  event_relay_awaited: { args: ["buffer"], returns: "void" },
   event_slot_init: { args: ["i32", "fn", "i32", "u32"], returns: "ptr" },
   event_take: { args: ["buffer", "i32"], returns: "i32" },
   event_count: { args: ["i32"], returns: "f64" },

@@ -303,7 +303,9 @@ function fromAddress(address: bigint): Pointer | null {
   return address === 0n ? null : (address as unknown as Pointer);
 }
 /** `event` callbacks go through the library's relay: a `burst` caller never waits for JS, of others only one does. */
-const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "relay");
+/** The core keeps its count of awaited callbacks here, for the relay (Backend.callbacksAwaited). */
+const callbacksAwaited = new Int32Array(new ArrayBuffer(4));
+const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "relay", callbacksAwaited);
 const callback = relayed.callback;
 /** For tests and the bench: how the relay delivered (null where there is no relay). */
 export const eventRelayCounts = relayed.counts;
@@ -311,6 +313,7 @@ export const eventRelayCounts = relayed.counts;
 export const backend: Backend = {
   runtime: "node",
   inWorker: !isMainThread,
+  callbacksAwaited,
   open,
   callback,
   pointerOf(view: ArrayBufferView): Pointer {

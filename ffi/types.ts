@@ -179,6 +179,12 @@ export interface Backend {
   /** Whether this realm is a Worker: native threads may outlive it (see src/worker.ts). */
   readonly inWorker: boolean;
   /**
+   * How many native callbacks the core awaits (src/callbacks.ts, `owe`), which it keeps here: in
+   * memory that never moves, read by the event relay's C (ffi/event-relay.c): with several
+   * awaited, a driver thread's call is left to the relay thread instead of waiting for JS.
+   */
+  readonly callbacksAwaited: Int32Array;
+  /**
    * Open one library and bind its table. Throws (with the runtime's message) when the library
    * cannot be opened or a non-optional symbol is missing.
    */

@@ -252,6 +252,8 @@ export function executorRan<F>(resolve: F | undefined, promise: Promise<unknown>
 // --- keeping the event loop alive while a native callback is owed --------------------------------
 
 let owed = 0;
+/** `owed`, where the backend's native side can read it (Backend.callbacksAwaited). */
+const awaited = backend.callbacksAwaited;
 /**
  * Made at load, not on first use: at the edge of the stack, setInterval can throw after it made
  * its timer, which then held the event loop for ever with nothing left to unref it (a program
@@ -272,13 +274,13 @@ export function owe(): void {
   // Counted once the timer holds the loop: at the edge of the stack the timer call may throw, and
   // a count without it would hold nothing, or a count left over would hold the loop for ever.
   if (owed === 0) backend.refTimer(keepAlive);
-  owed++;
+  awaited[0] = ++owed;
 }
 
 export function paid(): void {
   // Uncounted once the timer let go, for the same reason as in owe().
   if (owed === 1) backend.unrefTimer(keepAlive);
-  owed--;
+  awaited[0] = --owed;
 }
 
 /** @internal Native callbacks owed now (what `owe()` counted and `paid()` did not): for diagnostics. */

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { assert, runtime, skip } from "./helpers.ts";
+import { assert, buildShim, openclLoader, runScript, runtime, skip } from "./helpers.ts";
 import { backend } from "../src/backend.ts";
 import * as ffi from "#ffi";
 import { openclCallbacks } from "../ffi/symbols/opencl.ts";
@@ -158,4 +158,53 @@ describe("event callbacks from native threads", () => {
   afterAll(() => {
     if (!("skip" in built)) rmSync(built.dir, { recursive: true, force: true });
   });
+});
+
+describe("destructor callbacks from a driver thread (test/native/thread-driver.c, as NVIDIA calls them)", () => {
+  const driver = buildShim("thread-driver", openclLoader());
+  afterAll(() => {
+    if ("cleanup" in driver) driver.cleanup();
+  });
+
+  test(
+    "released back to back, each arrives once and the driver thread waits for few round trips; awaited one at a time, its caller delivers it",
+    async () => {
+      if ("skip" in driver) return skip(driver.skip);
+      const n = 2000;
+      const r = await runScript(new URL("./fixtures/driver-thread-destructors.ts", import.meta.url), [String(n)], {
+        env: { OPENCL_LIBRARY: driver.path },
+        timeout: 60_000,
+      });
+      assert.equal(r.code, 0, `the fixture failed: ${r.stderr}`);
+      type Counts = { queued: number; deliveries: number; several: number };
+      const out = JSON.parse(r.stdout.trim().split("\n").pop()!) as {
+        once: boolean;
+        awaited: number;
+        fromDriverThread: number;
+        backToBack: Counts | null;
+        oneByOne: Counts | null;
+      };
+      assert.ok(
+        out.fromDriverThread >= n,
+        `the driver thread made ${out.fromDriverThread} calls: the shim was not used`,
+      );
+      assert.ok(out.once, "every destructor callback ran once");
+      assert.equal(out.awaited, 50);
+      // Bun's threadsafe callbacks never make the driver thread wait; Deno keeps its own callbacks
+      // for destructors, each a round trip (ffi/deno.ts says why), and has no relay slot for them.
+      const counts = out.backToBack;
+      if (counts === null) return;
+      // A delivery is a round trip to the JS thread: one per callback, each waited for by the driver
+      // thread, took 50 us a buffer on a 2-core VM, where a wake-up costs 47 us. While the program
+      // awaits several, the relay thread takes them, many at a time.
+      assert.ok(counts.several > 0, `no call left to the relay thread: ${JSON.stringify(counts)}`);
+      assert.ok(
+        counts.deliveries < n / 4,
+        `${counts.deliveries} deliveries for ${n} callbacks: ${JSON.stringify(counts)}`,
+      );
+      // Awaited one at a time, the program awaits one callback: its caller delivers it, the lowest latency.
+      assert.equal(out.oneByOne!.several, counts.several, `awaited one at a time: ${JSON.stringify(out.oneByOne)}`);
+    },
+    70_000,
+  );
 });
