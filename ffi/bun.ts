@@ -196,6 +196,22 @@ function takeCompletions(): void {
   } while (n === 64);
 }
 
+/** CPUs this process may run on (Bun counts its affinity mask). */
+const cpus = navigator.hardwareConcurrency | 0;
+/** Must match RELAY_SPARE_CPUS in bun-relay.c: from this many CPUs a parked thread spins a while. */
+const RELAY_SPARE_CPUS = 8;
+/**
+ * Whether a driver thread's non-burst `event` call (a destructor, an event status) waits, parked,
+ * until JS ran it, as Deno's own callbacks make it wait, instead of going on at once: where a
+ * parked thread spins rather than sleeps. On the H100 host (16 CPUs) a buffer released back to
+ * back with a destructor callback took 3.1-3.3 us so, against 6.4 us with the call handed over;
+ * awaited one at a time the same 19-20 us (test/device/results/bun-event-batch-ab-h100-2026-11-28.txt):
+ * NVIDIA's driver threads, parked in the callback, leave the program's creates and releases
+ * uncontended. With fewer CPUs, a parked thread sleeps and each call costs a wake-up (47 us on a
+ * 2-core VM, where a driver calling back from one thread then took 45 us a buffer, not 1.2).
+ */
+export const eventCallersWait = cpus >= RELAY_SPARE_CPUS;
+
 /** Compiled on first use, on the thread that becomes "the JS thread" for the relays. */
 function native(): Helpers {
   if (helpers) return helpers;
@@ -205,9 +221,7 @@ function native(): Helpers {
   });
   immortal.push(lib);
   const h = lib.symbols as unknown as Helpers;
-  // CPUs this process may run on (Bun counts its affinity mask): with 8 or more, a foreign thread
-  // awaits its answer spinning for a while (ffi/bun-relay.c).
-  const cpus = navigator.hardwareConcurrency | 0;
+  // With RELAY_SPARE_CPUS or more, a foreign thread awaits its answer spinning for a while (ffi/bun-relay.c).
   if (polled) {
     h.memlife_init(null, cpus);
   } else {
@@ -467,14 +481,15 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   const direct = new JSCallback(userFn, { args, returns });
   let notify: JSCallback;
   let mode: number;
-  if (def.delivery === "event") {
+  if (def.delivery === "event" && (def.burst === true || !eventCallersWait)) {
     // From another thread: queued on the JS thread with copies of the arguments; the native
     // caller goes on at once.
     mode = MODE_EVENT;
     notify = new JSCallback(userFn, { args, returns: "void", threadsafe: true });
   } else {
     // From another thread: the caller is parked in C on a request holding its arguments (which
-    // therefore stay valid, e.g. Embree's error string), until relay_answer.
+    // therefore stay valid, e.g. Embree's error string), until relay_answer. Also an `event`
+    // call where `eventCallersWait`, whose answer is nothing.
     mode = MODE_SYNC;
     const types = def.args;
     const answer = h.relay_answer;
