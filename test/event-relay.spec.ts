@@ -177,7 +177,8 @@ describe("destructor callbacks from a driver thread (test/native/thread-driver.c
       if ("skip" in driver) return skip(driver.skip);
       const n = 2000;
       const r = await runScript(new URL("./fixtures/driver-thread-destructors.ts", import.meta.url), [String(n)], {
-        env: { OPENCL_LIBRARY: driver.path },
+        // Each call 0.3 ms after its release: the awaited ones come when the program awaits them.
+        env: { OPENCL_LIBRARY: driver.path, MEMLIFE_DRIVER_DELAY_US: "300" },
         timeout: 60_000,
       });
       assert.equal(r.code, 0, `the fixture failed: ${r.stderr}`);

@@ -5,6 +5,8 @@
  * clReleaseMemObject, on the caller's thread; here that call only queues it, and the driver thread
  * makes it, in order. So the path a GPU takes (a callback from a foreign thread, after the release
  * returned) runs on this machine's CPU device too, without the GPU driver's own cost per buffer.
+ * MEMLIFE_DRIVER_DELAY_US=<n>: each call is made no sooner than n us after its release, as a
+ * driver's that still has work to do: then the program's own code after the release has run.
  *
  * Build: cc -O2 -fPIC -shared -pthread -o libthread-driver.so thread-driver.c -Wl,--no-as-needed -lOpenCL -ldl
  */
@@ -14,6 +16,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef void(CL_CALLBACK *destructor_fn)(cl_mem, void *);
 typedef cl_int (*set_destructor_fn)(cl_mem, destructor_fn, void *);
@@ -22,6 +25,7 @@ typedef struct call {
   destructor_fn fn;
   void *user_data;
   cl_mem mem;
+  struct timespec due;
   struct call *next;
 } call;
 
@@ -42,6 +46,7 @@ static void *deliver(void *unused) {
     first = c->next;
     if (first == NULL) last = NULL;
     pthread_mutex_unlock(&mu);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &c->due, NULL) != 0) continue;
     c->fn(c->mem, c->user_data);
     __atomic_add_fetch(&delivered, 1, __ATOMIC_SEQ_CST);
     free(c);
@@ -55,6 +60,13 @@ static void CL_CALLBACK queue_call(cl_mem mem, void *record) {
   call *c = record;
   c->mem = mem;
   c->next = NULL;
+  const char *delay = getenv("MEMLIFE_DRIVER_DELAY_US");
+  clock_gettime(CLOCK_MONOTONIC, &c->due);
+  if (delay != NULL) {
+    long ns = c->due.tv_nsec + atol(delay) * 1000L;
+    c->due.tv_sec += ns / 1000000000L;
+    c->due.tv_nsec = ns % 1000000000L;
+  }
   pthread_mutex_lock(&mu);
   if (last != NULL) last->next = c;
   else first = c;
