@@ -200,13 +200,12 @@ describe("destructor callbacks from a driver thread (test/native/thread-driver.c
       // for destructors, each a round trip (ffi/deno.ts says why), and has no relay slot for them.
       const counts = out.backToBack;
       if (counts === null) return;
-      // A delivery is a round trip to the JS thread: one per callback, each waited for by the driver
-      // thread, took 50 us a buffer on a 2-core VM, where a wake-up costs 47 us. While the program
-      // awaits several, the relay thread takes them, many at a time.
-      assert.ok(counts.several > 0, `no call left to the relay thread: ${JSON.stringify(counts)}`);
+      // A call the driver thread delivers itself is a round trip to the JS thread that it waits for:
+      // one per callback took 50 us a buffer on a 2-core VM, where a wake-up costs 47 us. While the
+      // program awaits several, the caller goes on and the relay thread takes the calls.
       assert.ok(
-        counts.deliveries < n / 4,
-        `${counts.deliveries} deliveries for ${n} callbacks: ${JSON.stringify(counts)}`,
+        counts.several >= n / 2,
+        `${counts.several} of ${n} calls left to the relay thread: ${JSON.stringify(counts)}`,
       );
       // Awaited one at a time, the program awaits one callback: its caller delivers it, the lowest latency.
       assert.equal(out.oneByOne!.several, counts.several, `awaited one at a time: ${JSON.stringify(out.oneByOne)}`);
