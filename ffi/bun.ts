@@ -600,7 +600,7 @@ function readCString(pointer: Pointer): string {
 export const backend: Backend = {
   runtime: "bun",
   inWorker: !isMainThread,
-  // No event relay reads it here: threadsafe JSCallbacks never make a driver thread wait.
+  // Nothing reads it here: whether a driver thread waits for JS depends on the CPUs (eventCallersWait).
   callbacksAwaited: new Int32Array(new ArrayBuffer(4)),
   open,
   callback,

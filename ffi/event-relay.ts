@@ -6,8 +6,8 @@
  * other's caller asks JS itself and waits, unless the program awaits several callbacks
  * (ffi/event-relay.c says why): then it goes on, as a burst caller (Node); or it keeps the
  * runtime's own callback (Deno, where that was faster: ffi/deno.ts). The runtime's own callback
- * stays what runs on the JS thread and what a slot falls back to; where the library is absent (another platform, a Worker) every
- * callback is the runtime's own.
+ * stays what runs on the JS thread and what a slot falls back to; where the library is absent
+ * (another platform, a Worker) every callback is the runtime's own.
  */
 import type { Backend, Callback, CallbackDef, NativeType } from "./types.ts";
 import type { NativeLedgerLibrary } from "./native-ledger.ts";

@@ -302,9 +302,12 @@ const nativeLibrary = nativeLibraryOnce(
 function fromAddress(address: bigint): Pointer | null {
   return address === 0n ? null : (address as unknown as Pointer);
 }
-/** `event` callbacks go through the library's relay: a `burst` caller never waits for JS, of others only one does. */
 /** The core keeps its count of awaited callbacks here, for the relay (Backend.callbacksAwaited). */
 const callbacksAwaited = new Int32Array(new ArrayBuffer(4));
+/**
+ * `event` callbacks go through the library's relay: a `burst` caller never waits for JS, of others
+ * only one does, and none while the program awaits several callbacks.
+ */
 const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "relay", callbacksAwaited);
 const callback = relayed.callback;
 /** For tests and the bench: how the relay delivered (null where there is no relay). */
