@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <CL/cl.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -46,7 +47,7 @@ static void *deliver(void *unused) {
     first = c->next;
     if (first == NULL) last = NULL;
     pthread_mutex_unlock(&mu);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &c->due, NULL) != 0) continue;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &c->due, NULL) == EINTR) continue;
     c->fn(c->mem, c->user_data);
     __atomic_add_fetch(&delivered, 1, __ATOMIC_SEQ_CST);
     free(c);
