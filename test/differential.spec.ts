@@ -83,6 +83,9 @@ async function runProbes(): Promise<{ c: Observations; m: Observations } | { ski
     "-o",
     binary,
     probeC,
+    // A driver shim as OPENCL_LIBRARY (test/native/) defines a few functions and leaves the rest to
+    // the library it links: the linker may take those from there.
+    "-Wl,--copy-dt-needed-entries",
     ...linkArguments(opencl),
     ...linkArguments(embree.path),
   ]);
