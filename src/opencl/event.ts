@@ -341,7 +341,7 @@ interface Wait {
  * fails under a queued command whose event was released (README, threading facts; a finish()'s
  * marker at the edge did it, test/fixtures/stack-limit.ts "finish").
  */
-const strays: { handle: Pointer; context: Context | null }[] = [];
+const strays: { handle: Pointer; context: Context; adopted: boolean }[] = [];
 
 /**
  * The waits not called back yet are polled: PoCL 3.1 calls no CL_COMPLETE callback for a command
@@ -362,11 +362,19 @@ function pollWaits(): boolean {
     if (wait.owes) paid();
   });
   for (let i = strays.length - 1; i >= 0; i--) {
-    const { handle, context } = strays[i];
-    if ((infoU32("clGetEventInfo", lib.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0) > 0) continue;
+    const stray = strays[i];
+    // A marker whose context could not be adopted at the edge of the stack (markerEnded): adopted
+    // here, so that the context's native release still comes last, off the JS thread.
+    if (!stray.adopted) {
+      cls.adopt(stray.context);
+      stray.adopted = true;
+    }
+    if ((infoU32("clGetEventInfo", lib.clGetEventInfo, stray.handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0) > 0) {
+      continue;
+    }
     strays.splice(i, 1);
-    lib.clReleaseEvent(handle);
-    if (context !== null) cls.disown(context);
+    lib.clReleaseEvent(stray.handle);
+    cls.disown(stray.context);
   }
   return waits.size > 0 || strays.length > 0;
 }
@@ -429,7 +437,7 @@ function waitFor(
     // No callback will settle it: the cl_event and the context go to the poll, released once the
     // command ended. An element store makes no call, so it cannot run out of stack here; without a
     // poll running (its timer could not be made here), the next wait's poll releases them.
-    strays[strays.length] = { handle, context };
+    strays[strays.length] = { handle, context, adopted: true };
     after?.catch((e) => reportCallbackError(e, "svmFree"));
     return Promise.reject(error);
   }
@@ -454,10 +462,10 @@ export function markerEnded(
     cls.adopt(context);
   } catch (error) {
     // At the edge of the stack: the marker's cl_event is the poll's, released once its command
-    // ended, with no child of the context to drop (a CI run: the adoption threw, the marker was
-    // never released, and finish() rejected; test/fixtures/stack-limit.ts "finish"). A store makes
-    // no call.
-    strays[strays.length] = { handle: marker, context: null };
+    // ended, its context adopted there (a CI run: the adoption threw, the marker was never
+    // released, and finish() rejected; test/fixtures/stack-limit.ts "finish"). A store makes no
+    // call; the next wait's poll takes it if none runs now.
+    strays[strays.length] = { handle: marker, context, adopted: false };
     throw error;
   }
   return waitFor(marker, context, undefined, tracker, seq, failed);
