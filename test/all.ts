@@ -186,6 +186,8 @@ function tally(run: FileRun): Counts & { note?: string } {
 const indent = (s: string) => s.replace(/^/gm, "    ");
 const pad = (s: string | number, n: number) => String(s).padStart(n);
 
+/** What failed, repeated at the end: CI keeps an output's tail, where the per-file detail may be cut. */
+const recap: string[] = [];
 const started = performance.now();
 if (files.length === 0) console.log(`no ${dir}/**/*.spec.ts file matches --filter=${filter}`);
 for (const runtime of runtimes) {
@@ -210,6 +212,14 @@ for (const runtime of runtimes) {
       const err = run.stderr.trimEnd().split("\n").slice(-40).join("\n");
       if (err) console.log(indent(`stderr:\n${err}`));
       if (c.note) console.log(indent(`!! ${c.note}`));
+      recap.push(`${runtime} ${relative("test", file)}${c.note ? `: ${c.note}` : ""}`);
+      const lines = body.split("\n");
+      for (const [i, l] of lines.entries()) {
+        if (!l.startsWith("FAIL ")) continue;
+        // The test's name and the first lines of its error.
+        const error = lines.slice(i + 1, i + 6).filter((e) => !/^(ok|FAIL|skip) /.test(e));
+        recap.push(indent(l), ...error.map((e) => indent(indent(e.slice(0, 300)))));
+      }
     } else {
       // Skips are always shown with their reason: a skip is never a silent pass.
       for (const l of body.split("\n")) if (l.startsWith("skip ") || l.startsWith("(")) console.log(indent(l));
@@ -218,6 +228,7 @@ for (const runtime of runtimes) {
 }
 
 const sum = { passed: 0, failed: 0, skipped: 0 };
+if (recap.length) console.log(`\nfailed:\n${indent(recap.join("\n"))}`);
 console.log(
   `\nruntime  ${pad("passed", 7)} ${pad("failed", 7)} ${pad("skipped", 8)}   (${
     ((performance.now() - started) / 1000).toFixed(1)
