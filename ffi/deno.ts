@@ -482,10 +482,12 @@ function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptio
         bindAsync(nonblocking, def, name);
     }
   }
+  // Copies, for fast-mode objects: filled by computed keys, the tables had gone to dictionary mode
+  // (ffi/node.ts says what that cost).
   return {
     path,
-    symbols: symbols as NativeLibrary<T>["symbols"],
-    unguarded: unguarded as NativeLibrary<T>["unguarded"],
+    symbols: { ...symbols } as NativeLibrary<T>["symbols"],
+    unguarded: { ...unguarded } as NativeLibrary<T>["unguarded"],
     async: async as NativeLibrary<T>["async"],
   };
 }

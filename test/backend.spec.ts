@@ -5,7 +5,7 @@
  * int32 range, so the values on each side of 2^31 and 2^32 are the ones that matter.
  */
 import { describe, test } from "vitest";
-import { assert } from "./helpers.ts";
+import { assert, runScript, runtime, skip } from "./helpers.ts";
 import { backend } from "../src/backend.ts";
 import type { SymbolTable } from "../ffi/types.ts";
 
@@ -158,5 +158,17 @@ describe("`sameThread` symbols (ffi/lane.c)", () => {
     for (let i = 0; i < 40; i++) ids.add(String(await self()));
     assert.equal(ids.size, 1, `threads: ${[...ids].join(", ")}`);
     assert.ok(!ids.has(String(threads.symbols.pthread_self())), "not the JS thread");
+  });
+});
+
+describe("binding tables", () => {
+  test("are fast-mode objects on V8, so that a symbol read in a hot path is a constant, not a dictionary lookup (child process)", async () => {
+    // JSC (Bun) has no such flag; its table keeps a structure of its own (bun:jsc describe()).
+    if (runtime === "bun") return skip("V8 only: %HasFastProperties");
+    const r = await runScript(new URL("./fixtures/fast-tables.ts", import.meta.url), [], {
+      env: { DENO_V8_FLAGS: "--allow-natives-syntax" },
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout.trim().split("\n").at(-1)!), { symbols: true, unguarded: true, async: true });
   });
 });
