@@ -4,7 +4,7 @@
  * (README, "Exit"). Prints self time per function and per source line, the lines being where
  * koffi's native calls are charged (koffi's functions all show under one native name).
  *
- *   node bench/profile.ts [--case=create|use|svm] [--iterations=500000]
+ *   node bench/profile.ts [--case=create|use|svm|create-raw|use-raw|svm-raw] [--iterations=500000] [--loop-only]
  *
  *   create  ctx.createBuffer(4096).release()
  *   use     createBuffer(view, { hostPtr: "use" }), await destroyed, release: the bench's
@@ -12,9 +12,14 @@
  *   svm     svmAlloc(4096) + enqueueSVMFree, queue.finish() every 256
  *   svm-raw the same through the bench's raw floor (bench/raw.ts): what memlife's JS adds is the
  *           difference between the two profiles' JS self time
+ *   create-raw, use-raw  the same for the first two (use-raw: the bench's "raw, own callback")
+ * --loop-only runs the loop and prints its ns per iteration, with no profiler: for Linux perf,
+ * which bench/perf-diff.ts runs on a memlife case and its raw one (native frames too).
  */
 import { Session } from "node:inspector/promises";
 import { cl } from "../src/mod.ts";
+import { backend } from "../src/backend.ts";
+import { openclCallbacks } from "../ffi/symbols/opencl.ts";
 import { openRaw } from "./raw.ts";
 
 interface ProfileNode {
@@ -49,6 +54,28 @@ const loops: Record<string, (n: number) => Promise<void> | void> = {
     }
     await queue.finish();
   },
+  "create-raw": (n) => {
+    const f = openRaw(cl.library().path);
+    const context = ctx.unsafeHandle, flags = f.wide(1), size = f.wide(4096), errcode = new Int32Array(1);
+    for (let i = 0; i < n; i++) f.clReleaseMemObject(f.clCreateBuffer(context, flags, size, null, errcode)!);
+  },
+  "use-raw": async (n) => {
+    const f = openRaw(cl.library().path);
+    const context = ctx.unsafeHandle, flags = f.wide(1 | 8), size = f.wide(4096), zero = f.wide(0);
+    const errcode = new Int32Array(1);
+    let gone: (() => void) | undefined;
+    const destructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, () => {
+      gone?.();
+      gone = undefined;
+    });
+    for (let i = 0; i < n; i++) {
+      const destroyed = new Promise<void>((resolve) => (gone = resolve));
+      const mem = f.clCreateBuffer(context, flags, size, host, errcode)!;
+      f.clSetMemObjectDestructorCallback(mem, destructor, zero);
+      f.clReleaseMemObjectReentrant(mem);
+      await destroyed;
+    }
+  },
   "svm-raw": async (n) => {
     const f = openRaw(cl.library().path);
     const context = ctx.unsafeHandle, q = queue.unsafeHandle;
@@ -67,6 +94,14 @@ const loop = loops[which];
 if (loop === undefined) throw new TypeError(`--case must be one of ${Object.keys(loops).join(", ")}`);
 
 await loop(Math.min(iterations, 100_000)); // warm-up: optimized code before the profile starts
+if (process.argv.includes("--loop-only")) {
+  const started = performance.now();
+  await loop(iterations);
+  console.log(`${which}: ${((performance.now() - started) * 1e6 / iterations).toFixed(0)} ns per iteration`);
+  queue.release();
+  ctx.release();
+  process.exit(0);
+}
 const session = new Session();
 session.connect();
 await session.post("Profiler.enable");
