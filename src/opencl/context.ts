@@ -11,7 +11,7 @@ import { UserEvent } from "./event.ts";
 import { Device, getPlatforms } from "./platform.ts";
 import { readOnly, show } from "../check.ts";
 import { CommandQueue } from "./queue.ts";
-import { SVMAllocation, type SVMOptions } from "./svm.ts";
+import { allocateSVM, type SVMAllocation, type SVMOptions } from "./svm.ts";
 import { Program } from "./program.ts";
 import { register } from "./classes.ts";
 import {
@@ -236,7 +236,7 @@ export class Context {
    */
   svmAlloc(size: number, options?: SVMOptions): SVMAllocation {
     this.#live();
-    return new SVMAllocation(this, size, options);
+    return allocateSVM(this, size, options);
   }
 
   /**

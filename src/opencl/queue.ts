@@ -1133,6 +1133,7 @@ export class CommandQueue {
       queue.#tracker,
       ++queue.#seq,
       quiet,
+      false,
     );
   }
 

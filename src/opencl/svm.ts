@@ -28,9 +28,11 @@ import {
   callbackQueue,
   closeStatics,
   contextOf,
+  fromFactory,
   genuine,
   handleOf,
   nativeHandle,
+  notByNew,
   reclaim,
   surrender,
   svmAddress,
@@ -145,6 +147,36 @@ function allocationFailed(size: number): OpenCLError {
 }
 
 /**
+ * `ctx.svmAlloc(size, options)`: the checks, clSVMAlloc, and the allocation's object, made apart
+ * from the allocation so that its constructor stays small. V8 inlines a constructor into its caller
+ * only within that caller's inlining budget, and a `new` it could not inline goes through the
+ * generic construct stub: with the checks and the native call inside, the bench's SVM free loop on
+ * Node paid 25 ns a free there (bench/perf-diff.ts --case=svm: Builtins_JSConstructStubGeneric,
+ * Builtins_FastNewObject).
+ */
+export function allocateSVM(context: Context, size: number, options: SVMOptions | undefined): SVMAllocation {
+  if (options !== undefined) return allocateWith(context, size, options);
+  integer(size, "size_t", "SVM size", 1);
+  const pointer = svmAllocCall(checkDevices(context, size, false, false), MemFlags.READ_WRITE, size, 0);
+  return new SVMAllocation(fromFactory, context, pointer, size, false);
+}
+
+/** `allocateSVM` with options, out of line: they are read after the size is checked, before the devices. */
+function allocateWith(context: Context, size: number, options: SVMOptions): SVMAllocation {
+  integer(size, "size_t", "SVM size", 1);
+  const { flags, fineGrain, atomics, alignment } = svmOptions(options);
+  const pointer = svmAllocCall(checkDevices(context, size, fineGrain, atomics), flags, size, alignment);
+  return new SVMAllocation(fromFactory, context, pointer, size, fineGrain);
+}
+
+function svmAllocCall(context: Pointer, flags: number, size: number, alignment: number): Pointer {
+  clSVMAlloc ??= optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform");
+  const pointer = clSVMAlloc(context, flags, size, alignment) as Pointer | null;
+  if (pointer === null) throw allocationFailed(size);
+  return pointer;
+}
+
+/**
  * One clSVMAlloc allocation. Free it with `release()` (clSVMFree, at once) or in queue order with
  * `queue.enqueueSVMFree([alloc])`; after either, using it throws ReleasedError.
  * @example
@@ -176,23 +208,9 @@ export class SVMAllocation {
     return typeof value === "object" && value !== null && #pointer in value;
   }
 
-  /** @internal use `ctx.svmAlloc()`. */
-  constructor(context: Context, size: number, options?: SVMOptions) {
-    integer(size, "size_t", "SVM size", 1);
-    let flags: number = MemFlags.READ_WRITE;
-    let fineGrain = false;
-    let atomics = false;
-    let alignment = 0;
-    // The options are read out of line, and the failure below is made there: with both in here,
-    // the constructor's bytecode (553 bytes) was past what V8 inlines (460: `--trace-turbo-inlining`
-    // said "Cannot consider SVMAllocation", reason 5), so every svmAlloc went through the generic
-    // construct stub (Node, the bench's SVM free under `perf record` with `--perf-basic-prof`:
-    // JSConstructStubGeneric and FastNewObject, together ~50 ns of each free's 3 µs).
-    if (options !== undefined) ({ flags, fineGrain, atomics, alignment } = svmOptions(options));
-    const handle = checkDevices(context, size, fineGrain, atomics);
-    clSVMAlloc ??= optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform");
-    const pointer = clSVMAlloc(handle, flags, size, alignment) as Pointer | null;
-    if (pointer === null) throw allocationFailed(size);
+  /** @internal use `ctx.svmAlloc()`: `pointer` is what clSVMAlloc returned for the context (see `allocateSVM`). */
+  constructor(made: typeof fromFactory, context: Context, pointer: Pointer, size: number, fineGrain: boolean) {
+    if (made !== fromFactory) notByNew("cl.SVMAllocation", "ctx.svmAlloc()");
     this.#pointer = pointer;
     this.#context = context;
     this.#size = size;
