@@ -63,7 +63,7 @@ import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 import type { Pointer } from "../ffi/types.ts";
 import * as ffi from "#ffi";
 import { type Entry, measureAll, settler } from "./measure.ts";
-import { openRaw, type RawPointer } from "./raw.ts";
+import { openRaw, rawHostPtrLoop, type RawPointer } from "./raw.ts";
 import { formatTime } from "./report.ts";
 
 const samples = Number(process.argv.find((a) => a.startsWith("--samples="))?.slice(10) ?? 9);
@@ -292,12 +292,6 @@ const relayCounts = (ffi as { eventRelayCounts?: () => object | null }).eventRel
 // the argument checks cost two to three times more here than in a loop of their own.
 const host = new Uint8Array(new ArrayBuffer(size));
 const useFlags = 1 | 8; // CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR
-const wideUseFlags = fast.wide(useFlags);
-let gone: (() => void) | undefined;
-const rawGone = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, () => {
-  gone?.();
-  gone = undefined;
-});
 /** One buffer at a time: made, `destroyed` read, released, awaited. */
 const eachAwaited = (make: () => InstanceType<typeof cl.Buffer>) => async (n: number) => {
   for (let i = 0; i < n; i++) {
@@ -308,15 +302,7 @@ const eachAwaited = (make: () => InstanceType<typeof cl.Buffer>) => async (n: nu
   }
 };
 const hostEntries: Entry[] = [
-  ["raw, own callback", async (n: number) => {
-    for (let i = 0; i < n; i++) {
-      const destroyed = new Promise<void>((resolve) => (gone = resolve));
-      const mem = fast.clCreateBuffer(context, wideUseFlags, wideSize, host, errcode)!;
-      fast.clSetMemObjectDestructorCallback(mem, rawGone, zero);
-      fast.clReleaseMemObjectReentrant(mem);
-      await destroyed;
-    }
-  }],
+  ["raw, own callback", rawHostPtrLoop(fast, context, host)],
   [
     "+ Buffer object",
     eachAwaited(() =>

@@ -18,9 +18,7 @@
  */
 import { Session } from "node:inspector/promises";
 import { cl } from "../src/mod.ts";
-import { backend } from "../src/backend.ts";
-import { openclCallbacks } from "../ffi/symbols/opencl.ts";
-import { openRaw } from "./raw.ts";
+import { openRaw, rawHostPtrLoop } from "./raw.ts";
 
 interface ProfileNode {
   id: number;
@@ -59,23 +57,7 @@ const loops: Record<string, (n: number) => Promise<void> | void> = {
     const context = ctx.unsafeHandle, flags = f.wide(1), size = f.wide(4096), errcode = new Int32Array(1);
     for (let i = 0; i < n; i++) f.clReleaseMemObject(f.clCreateBuffer(context, flags, size, null, errcode)!);
   },
-  "use-raw": async (n) => {
-    const f = openRaw(cl.library().path);
-    const context = ctx.unsafeHandle, flags = f.wide(1 | 8), size = f.wide(4096), zero = f.wide(0);
-    const errcode = new Int32Array(1);
-    let gone: (() => void) | undefined;
-    const destructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, () => {
-      gone?.();
-      gone = undefined;
-    });
-    for (let i = 0; i < n; i++) {
-      const destroyed = new Promise<void>((resolve) => (gone = resolve));
-      const mem = f.clCreateBuffer(context, flags, size, host, errcode)!;
-      f.clSetMemObjectDestructorCallback(mem, destructor, zero);
-      f.clReleaseMemObjectReentrant(mem);
-      await destroyed;
-    }
-  },
+  "use-raw": (n) => rawHostPtrLoop(openRaw(cl.library().path), ctx.unsafeHandle, host)(n),
   "svm-raw": async (n) => {
     const f = openRaw(cl.library().path);
     const context = ctx.unsafeHandle, q = queue.unsafeHandle;

@@ -16,7 +16,7 @@
  */
 import { backend } from "../src/backend.ts";
 import type { Pointer, SymbolDef } from "../ffi/types.ts";
-import { openclSymbols } from "../ffi/symbols/opencl.ts";
+import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 
 type F = (...args: never[]) => unknown;
 
@@ -158,5 +158,30 @@ export function openRaw(path: string): RawCalls {
       enqueue(q, n, list, fn, id, count, wait, event, x) as number,
     clReleaseEvent: releaseEvent as RawCalls["clReleaseEvent"],
     clReleaseEventReentrant: (event) => releaseEvent(event, x) as number,
+  };
+}
+
+/**
+ * The raw floor of a 4 KiB `hostPtr: "use"` buffer awaited until destroyed, one at a time over
+ * `host` (bench/parts.ts "raw, own callback", bench/profile.ts use-raw): clCreateBuffer with
+ * CL_MEM_USE_HOST_PTR and a destructor callback of the runtime's own, in the native call, that
+ * resolves a promise.
+ */
+export function rawHostPtrLoop(f: RawCalls, context: Pointer, host: ArrayBufferView): (n: number) => Promise<void> {
+  const flags = f.wide(1 | 8), size = f.wide(host.byteLength), zero = f.wide(0); // CL_MEM_READ_WRITE | USE_HOST_PTR
+  const errcode = new Int32Array(1);
+  let gone: (() => void) | undefined;
+  const destructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, () => {
+    gone?.();
+    gone = undefined;
+  });
+  return async (n) => {
+    for (let i = 0; i < n; i++) {
+      const destroyed = new Promise<void>((resolve) => (gone = resolve));
+      const mem = f.clCreateBuffer(context, flags, size, host, errcode)!;
+      f.clSetMemObjectDestructorCallback(mem, destructor, zero);
+      f.clReleaseMemObjectReentrant(mem);
+      await destroyed;
+    }
   };
 }
