@@ -159,7 +159,7 @@ const svmEntries: Entry[] = [
     svm(() => {
       backend.writePointer(list, 0, cl.SVMAllocation[surrender](ctx.svmAlloc(size)));
       rawEnqueueFree();
-      new cl.Event(fromFactory, backend.readPointer(slot, 0)!, ctx, undefined, undefined, 0, false, false).release();
+      new cl.Event(fromFactory, backend.readPointer(slot, 0)!, ctx).release();
     }),
   ],
   ["svmAlloc + enqueueSVMFree", svm(() => queue.enqueueSVMFree([ctx.svmAlloc(size)]).release())],

@@ -122,14 +122,12 @@ export class Event {
     made: typeof fromFactory,
     handle: Pointer,
     context: Context,
-    after: CallbackOutcome | undefined,
-    tracker: CommandTracker | undefined,
-    seq: number,
-    quiet: boolean,
-    user: boolean,
+    after?: CallbackOutcome,
+    tracker?: CommandTracker,
+    seq = 0,
+    quiet = false,
+    user = false,
   ) {
-    // No default parameters: each adds bytecode, and over its caller's inlining budget V8 makes the
-    // event through the generic construct stub (bench/perf-diff.ts --case=svm, Node: 18 ns a free).
     // Not a ContextChild, as Buffer and SVMAllocation are not: V8 makes an object of a derived
     // class 15 ns slower than one of a class of its own (bench/js-cost.ts "event"), every command.
     if (made !== fromFactory) notByNew("cl.Event", "an enqueue");

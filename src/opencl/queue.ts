@@ -1133,7 +1133,6 @@ export class CommandQueue {
       queue.#tracker,
       ++queue.#seq,
       quiet,
-      false,
     );
   }
 
