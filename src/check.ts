@@ -232,12 +232,27 @@ export function memoryBytes(value: unknown, what: string, pinned: boolean): numb
   if (value instanceof DataView) return dataViewBytes(value, what, pinned);
   // Each accessor once (3-9 ns each on V8, bench/js-cost.ts "hostPtr memlife"): a detached typed
   // array reads 0 bytes, so one that has bytes needs no detached check.
+  if (pinned && pinnable.has(value)) {
+    const length = typedArrayLength.call(value) as number;
+    if (length !== 0) return length;
+  }
   const buffer = typedArrayBuffer.call(value) as ArrayBufferLike;
   const length = typedArrayLength.call(value) as number;
   if (length === 0 && detached(value, buffer)) throw detachedMemory(what);
-  if (pinned && resizable(buffer)) throw movableMemory(what);
+  if (pinned) {
+    if (resizable(buffer)) throw movableMemory(what);
+    pinnable.add(value);
+  }
   return length;
 }
+
+/**
+ * Typed arrays found pinnable: a view's ArrayBuffer, and whether it can resize or grow, never
+ * change, and a detached one reads 0 bytes (checked in full again). So the same memory given again,
+ * as a program reuses a `hostPtr: "use"` buffer's host memory once it was destroyed, skips the
+ * buffer's accessors: 35-40 ns a buffer on Bun (bench/parts.ts --part=hostptr).
+ */
+const pinnable = new WeakSet<ArrayBufferView>();
 
 // Out of line: the typed array path stays small enough for V8 to inline into its callers.
 function dataViewBytes(view: DataView, what: string, pinned: boolean): number {

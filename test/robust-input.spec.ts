@@ -664,6 +664,24 @@ describe("memory native code keeps must not move, shrink or be detached", () => 
     await destroyed;
   });
 
+  test('a view a "use" buffer took before is checked again: once transferred away it is refused', async () => {
+    const host = new Float32Array(16);
+    for (let i = 0; i < 3; i++) {
+      const use = ctx.createBuffer(host, { hostPtr: "use" });
+      const destroyed = use.destroyed;
+      use.release();
+      await destroyed;
+    }
+    const sub = host.subarray(4);
+    ctx.createBuffer(sub, { hostPtr: "use" }).release();
+    void transfer(host.buffer);
+    table([
+      ["use the same view", () => ctx.createBuffer(host, { hostPtr: "use" }), T],
+      ["use its subarray", () => ctx.createBuffer(sub, { hostPtr: "use" }), T],
+      ["copy the same view", () => ctx.createBuffer(host, { hostPtr: "copy" }), T],
+    ]);
+  });
+
   for (
     const mode of [
       "resizable-use",
