@@ -73,11 +73,13 @@ function ratio(value: string): number | undefined {
 
 function cell(checks: Check[]): string {
   const values = checks.map((c) => ratio(c.value)).filter((v): v is number => v !== undefined).sort((a, b) => a - b);
-  if (values.length === 0) return "—";
+  const met = checks.filter((c) => c.met).length;
+  if (checks.length === 0) return "—";
+  // A check without a ratio (a callback's µs over C's): how often it was met, and its first value.
+  if (values.length === 0) return `${checks[0].value.split(" over")[0]} …, met ${met} of ${checks.length}`;
   const median = values.length % 2 === 1
     ? values[values.length >> 1]
     : (values[values.length / 2 - 1] + values[values.length / 2]) / 2;
-  const met = checks.filter((c) => c.met).length;
   return `${median.toFixed(2)} [${values[0].toFixed(2)}–${
     values[values.length - 1].toFixed(2)
   }], met ${met} of ${checks.length}`;
