@@ -219,6 +219,14 @@ function resizable(buffer: ArrayBufferLike): boolean {
 }
 
 /**
+ * Typed arrays found pinnable: a view's ArrayBuffer, and whether it can resize or grow, never
+ * change, and a detached one reads 0 bytes (checked in full again). So the same memory given again,
+ * as a program reuses a `hostPtr: "use"` buffer's host memory once it was destroyed, skips the
+ * buffer's accessors: 35-40 ns a buffer on Bun (bench/parts.ts --part=hostptr).
+ */
+const pinnable = new WeakSet<ArrayBufferView>();
+
+/**
  * The length in bytes of `value`, an ArrayBufferView native code may read or write, as the engine
  * knows it. TypeError for anything else, and for a view whose ArrayBuffer is detached. `pinned`:
  * native code keeps the pointer after the call returns (hostPtr "use", an enqueued read or write),
@@ -245,14 +253,6 @@ export function memoryBytes(value: unknown, what: string, pinned: boolean): numb
   }
   return length;
 }
-
-/**
- * Typed arrays found pinnable: a view's ArrayBuffer, and whether it can resize or grow, never
- * change, and a detached one reads 0 bytes (checked in full again). So the same memory given again,
- * as a program reuses a `hostPtr: "use"` buffer's host memory once it was destroyed, skips the
- * buffer's accessors: 35-40 ns a buffer on Bun (bench/parts.ts --part=hostptr).
- */
-const pinnable = new WeakSet<ArrayBufferView>();
 
 // Out of line: the typed array path stays small enough for V8 to inline into its callers.
 function dataViewBytes(view: DataView, what: string, pinned: boolean): number {
