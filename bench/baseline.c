@@ -600,7 +600,7 @@ static void embree_cases(void) {
       BIND(rtc, lib, rtcNewScene); BIND(rtc, lib, rtcCommitScene); BIND(rtc, lib, rtcReleaseScene);
       BIND(rtc, lib, rtcNewGeometry); BIND(rtc, lib, rtcSetNewGeometryBuffer); BIND(rtc, lib, rtcCommitGeometry);
       BIND(rtc, lib, rtcAttachGeometry); BIND(rtc, lib, rtcReleaseGeometry);
-      embree_case c = { rtc.rtcNewDevice(NULL), triangles };
+      embree_case c = { rtc.rtcNewDevice(getenv("MEMLIFE_BENCH_EMBREE_CONFIG")), triangles };
       live_bytes = monitor_calls = builds = 0;
       report_monitor = m != 0;
       if (m == 1) rtc.rtcSetDeviceMemoryMonitorFunction(c.device, monitor_count, NULL);

@@ -451,7 +451,10 @@ async function embreeBenchmarks(): Promise<void> {
     return;
   }
   const e = lib.symbols;
-  emit({ type: "info", runtime, version, embree: lib.path });
+  // Every Embree device of the run (C's too: bench/baseline.c reads it) gets this configuration,
+  // e.g. "threads=15": to see what the TBB workers' count does to a JS monitor's round trips.
+  const embreeConfig = process.env.MEMLIFE_BENCH_EMBREE_CONFIG ?? "";
+  emit({ type: "info", runtime, version, embree: embreeConfig === "" ? lib.path : `${lib.path} ("${embreeConfig}")` });
 
   /** Per-device counters; a raw monitor finds its device's by the `user_data` id. */
   interface Counters {
@@ -492,7 +495,7 @@ async function embreeBenchmarks(): Promise<void> {
           }
           let device: RtcDevice;
           try {
-            device = rtc.newDevice();
+            device = rtc.newDevice(embreeConfig);
             cleanup.push(() => device.release());
             if (spec.monitor === "js") {
               device.setMemoryMonitorFunction((bytes) => {
@@ -530,7 +533,7 @@ async function embreeBenchmarks(): Promise<void> {
         }
 
         // The raw floor: the calls bench/baseline.c makes, through this runtime's bindings.
-        const device = e.rtcNewDevice("");
+        const device = e.rtcNewDevice(embreeConfig);
         if (device === null) return { impl, body: "rtcNewDevice returned NULL" };
         cleanup.push(() => e.rtcReleaseDevice(device));
         counters.push(c);
