@@ -34,6 +34,7 @@ import { finalizerState } from "../src/callbacks.ts";
 import { embree } from "../src/embree/native.ts";
 import { embreeCallbacks } from "../ffi/symbols/embree.ts";
 import type { Pointer } from "../ffi/types.ts";
+import { mesh } from "./plan.ts";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const builds = Number(arg("builds") ?? 300);
@@ -44,25 +45,6 @@ for (const s of swaps) {
 }
 const spinUs = Number(arg("spin") ?? 0);
 const rawFirst = process.argv.includes("--raw-first");
-
-/** The bench's mesh (bench/cases.ts): a grid of quads with a bumpy height. */
-function mesh(count: number): { vertices: Float32Array; indices: Uint32Array } {
-  const cells = Math.ceil(count / 2);
-  const cols = Math.ceil(Math.sqrt(cells));
-  const rows = Math.ceil(cells / cols);
-  const vertices = new Float32Array(3 * (cols + 1) * (rows + 1));
-  for (let y = 0; y <= rows; y++) {
-    for (let x = 0; x <= cols; x++) vertices.set([x, y, ((x * 7 + y * 13) % 17) / 17], 3 * (y * (cols + 1) + x));
-  }
-  const indices = new Uint32Array(3 * count);
-  for (let t = 0; t < count; t++) {
-    const cell = t >> 1;
-    const a = Math.floor(cell / cols) * (cols + 1) + (cell % cols);
-    const c = a + cols + 1;
-    indices.set(t % 2 === 0 ? [a, a + 1, c] : [a + 1, c + 1, c], 3 * t);
-  }
-  return { vertices, indices };
-}
 
 const { vertices, indices } = mesh(triangles);
 const handleOf = (o: object) =>

@@ -143,3 +143,29 @@ export const budgetBytes = 1 << 30;
 export function matches(spec: CaseSpec, filter: string | undefined): boolean {
   return filter === undefined || spec.name.toLowerCase().includes(filter.toLowerCase());
 }
+
+/** The mesh bench/baseline.c builds: a grid of quads, two triangles each, with a bumpy height. */
+export function mesh(triangleCount: number): { vertices: Float32Array; indices: Uint32Array } {
+  const cells = Math.ceil(triangleCount / 2);
+  const cols = Math.ceil(Math.sqrt(cells));
+  const rows = Math.ceil(cells / cols);
+  const vertices = new Float32Array(3 * (cols + 1) * (rows + 1));
+  for (let y = 0; y <= rows; y++) {
+    for (let x = 0; x <= cols; x++) {
+      const p = 3 * (y * (cols + 1) + x);
+      vertices[p] = x;
+      vertices[p + 1] = y;
+      vertices[p + 2] = ((x * 7 + y * 13) % 17) / 17;
+    }
+  }
+  const indices = new Uint32Array(3 * triangleCount);
+  for (let t = 0; t < triangleCount; t++) {
+    const cell = t >> 1;
+    const x = cell % cols;
+    const y = Math.floor(cell / cols);
+    const a = y * (cols + 1) + x;
+    const c = a + cols + 1;
+    indices.set(t % 2 === 0 ? [a, a + 1, c] : [a + 1, c + 1, c], 3 * t);
+  }
+  return { vertices, indices };
+}
