@@ -601,6 +601,10 @@ static void embree_cases(void) {
       BIND(rtc, lib, rtcNewGeometry); BIND(rtc, lib, rtcSetNewGeometryBuffer); BIND(rtc, lib, rtcCommitGeometry);
       BIND(rtc, lib, rtcAttachGeometry); BIND(rtc, lib, rtcReleaseGeometry);
       embree_case c = { rtc.rtcNewDevice(getenv("MEMLIFE_BENCH_EMBREE_CONFIG")), triangles };
+      if (!c.device) {
+        unavailable(name, "rtcNewDevice returned NULL (MEMLIFE_BENCH_EMBREE_CONFIG=%s)", getenv("MEMLIFE_BENCH_EMBREE_CONFIG") ? getenv("MEMLIFE_BENCH_EMBREE_CONFIG") : "");
+        continue;
+      }
       live_bytes = monitor_calls = builds = 0;
       report_monitor = m != 0;
       if (m == 1) rtc.rtcSetDeviceMemoryMonitorFunction(c.device, monitor_count, NULL);
