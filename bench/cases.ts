@@ -15,7 +15,7 @@ import type { CallbackDef } from "../ffi/types.ts";
 import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
 import { embreeCallbacks, embreeSymbols } from "../ffi/symbols/embree.ts";
 import { libcSymbols, RTLD_GLOBAL, RTLD_NODELETE, RTLD_NOW } from "../ffi/symbols/libc.ts";
-import { openRaw, type RawPointer } from "./raw.ts";
+import { openRaw, type RawPointer, rawTriangleMesh } from "./raw.ts";
 import { type Body, emit, type Entry, measureAll, type MeasureOptions, settler } from "./measure.ts";
 import {
   budgetBytes,
@@ -466,7 +466,6 @@ async function embreeBenchmarks(): Promise<void> {
     const sized = specs.filter((spec) => spec.triangles === n);
     if (sized.length === 0) continue;
     const { vertices, indices } = mesh(n);
-    const vertexCount = vertices.length / 3;
     const cleanup: (() => void)[] = [];
     const items = sized.map((spec) => ({
       spec,
@@ -532,16 +531,8 @@ async function embreeBenchmarks(): Promise<void> {
           let ns = 0;
           for (let i = 0; i < count; i++) {
             const scene = e.rtcNewScene(device);
-            const geometry = e.rtcNewGeometry(device, 0); // RTC_GEOMETRY_TYPE_TRIANGLE
-            // RTC_BUFFER_TYPE_VERTEX, slot 0, RTC_FORMAT_FLOAT3, stride 12 / RTC_BUFFER_TYPE_INDEX, RTC_FORMAT_UINT3
-            const v = e.rtcSetNewGeometryBuffer(geometry, 1, 0, 0x9003, 12, vertexCount);
-            const ix = e.rtcSetNewGeometryBuffer(geometry, 0, 0, 0x5003, 12, n);
-            if (v === null || ix === null) throw new Error("rtcSetNewGeometryBuffer returned NULL");
-            new Float32Array(backend.arrayBuffer(v, vertices.byteLength)).set(vertices);
-            new Uint32Array(backend.arrayBuffer(ix, indices.byteLength)).set(indices);
-            e.rtcCommitGeometry(geometry);
-            e.rtcAttachGeometry(scene, geometry);
-            e.rtcReleaseGeometry(geometry);
+            if (scene === null) throw new Error("rtcNewScene returned NULL");
+            rawTriangleMesh(e, device, scene, { vertices, indices });
             const start = performance.now();
             if (sync) e.rtcCommitScene(scene);
             else await lib.async.rtcCommitScene(scene);

@@ -35,6 +35,7 @@ import { embree } from "../src/embree/native.ts";
 import { embreeCallbacks } from "../ffi/symbols/embree.ts";
 import type { Pointer } from "../ffi/types.ts";
 import { mesh } from "./plan.ts";
+import { rawTriangleMesh } from "./raw.ts";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const builds = Number(arg("builds") ?? 300);
@@ -77,24 +78,10 @@ async function timedCommit(which: "memlife" | "raw", commit: () => Promise<unkno
   if (before !== undefined) busy[which].push(elu!.call(performance, before).active);
 }
 
-/** The raw FFI's calls that give `scene` of `device` the mesh. */
-function addMesh(device: Pointer, scene: Pointer): void {
-  const geometry = e.rtcNewGeometry(device, 0); // RTC_GEOMETRY_TYPE_TRIANGLE
-  if (geometry === null) throw new Error("rtcNewGeometry returned NULL");
-  const v = e.rtcSetNewGeometryBuffer(geometry, 1, 0, 0x9003, 12, vertices.length / 3);
-  const ix = e.rtcSetNewGeometryBuffer(geometry, 0, 0, 0x5003, 12, triangles);
-  if (v === null || ix === null) throw new Error("rtcSetNewGeometryBuffer returned NULL");
-  new Float32Array(backend.arrayBuffer(v, vertices.byteLength)).set(vertices);
-  new Uint32Array(backend.arrayBuffer(ix, indices.byteLength)).set(indices);
-  e.rtcCommitGeometry(geometry);
-  e.rtcAttachGeometry(scene, geometry);
-  e.rtcReleaseGeometry(geometry);
-}
-
 async function memlifeBuild(): Promise<void> {
   const scene = watched.newScene();
   const handle = handleOf(scene);
-  if (swaps.has("mesh")) addMesh(handleOf(watched), handle);
+  if (swaps.has("mesh")) rawTriangleMesh(e, handleOf(watched), handle, { vertices, indices });
   else scene.addTriangleMesh(vertices, indices);
   await timedCommit("memlife", () => swaps.has("commit") ? lib.async.rtcCommitScene(handle) : scene.commit());
   if (swaps.has("release")) {
@@ -109,7 +96,7 @@ async function memlifeBuild(): Promise<void> {
 async function rawBuild(): Promise<void> {
   const scene = e.rtcNewScene(rawDevice);
   if (scene === null) throw new Error("rtcNewScene returned NULL");
-  addMesh(rawDevice, scene);
+  rawTriangleMesh(e, rawDevice, scene, { vertices, indices });
   if (spinUs > 0) {
     const until = performance.now() + spinUs / 1000;
     while (performance.now() < until);

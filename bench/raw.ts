@@ -15,8 +15,9 @@
  *   memlife must use too: one extra argument, which keeps V8 off the fast call (ffi/deno.ts says why).
  */
 import { backend } from "../src/backend.ts";
-import type { Pointer, SymbolDef } from "../ffi/types.ts";
+import type { NativeLibrary, Pointer, SymbolDef } from "../ffi/types.ts";
 import { openclCallbacks, openclSymbols } from "../ffi/symbols/opencl.ts";
+import type { embreeSymbols } from "../ffi/symbols/embree.ts";
 
 type F = (...args: never[]) => unknown;
 
@@ -184,4 +185,27 @@ export function rawHostPtrLoop(f: RawCalls, context: Pointer, host: ArrayBufferV
       await destroyed;
     }
   };
+}
+
+/**
+ * The raw FFI's calls that give `scene` (of `device`) a triangle mesh, as bench/baseline.c makes
+ * them: the raw floor of memlife's `addTriangleMesh` (bench/cases.ts, bench/monitor-swap.ts).
+ */
+export function rawTriangleMesh(
+  e: NativeLibrary<typeof embreeSymbols>["symbols"],
+  device: Pointer,
+  scene: Pointer,
+  { vertices, indices }: { vertices: Float32Array; indices: Uint32Array },
+): void {
+  const geometry = e.rtcNewGeometry(device, 0); // RTC_GEOMETRY_TYPE_TRIANGLE
+  if (geometry === null) throw new Error("rtcNewGeometry returned NULL");
+  // RTC_BUFFER_TYPE_VERTEX, slot 0, RTC_FORMAT_FLOAT3, stride 12 / RTC_BUFFER_TYPE_INDEX, RTC_FORMAT_UINT3
+  const v = e.rtcSetNewGeometryBuffer(geometry, 1, 0, 0x9003, 12, vertices.length / 3);
+  const ix = e.rtcSetNewGeometryBuffer(geometry, 0, 0, 0x5003, 12, indices.length / 3);
+  if (v === null || ix === null) throw new Error("rtcSetNewGeometryBuffer returned NULL");
+  new Float32Array(backend.arrayBuffer(v, vertices.byteLength)).set(vertices);
+  new Uint32Array(backend.arrayBuffer(ix, indices.byteLength)).set(indices);
+  e.rtcCommitGeometry(geometry);
+  e.rtcAttachGeometry(scene, geometry);
+  e.rtcReleaseGeometry(geometry);
 }
