@@ -440,6 +440,16 @@ describe("user events released without a status", () => {
     },
     40_000,
   );
+
+  for (const how of ["fail", "abandon", "onfree"]) {
+    test(
+      `a gate that fails (${how}) while markers and SVM frees behind it in the queue have their events released: no abort, no hang, nothing left (child process)`,
+      async () => {
+        await expectOk("failed-gate-released.ts", [how], 50_000);
+      },
+      60_000,
+    );
+  }
 });
 
 describe("callbacks that re-enter, release their own objects, or exit", () => {

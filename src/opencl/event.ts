@@ -41,9 +41,29 @@ const userKind = childKind({
   retain: (handle) => symbols.clRetainEvent(handle),
   release: (handle) => {
     abandon(handle);
+    openGates.delete(handle);
     return symbols.clReleaseEvent(handle);
   },
 }, (event: Event) => Event[finalizerState](event));
+
+/**
+ * The user events alive with no status yet, by handle. While there is one, the last release of a
+ * command's event whose command has not ended keeps the cl_event (and the context) until it has,
+ * for the poll to release: PoCL 3.1 aborts the process when a user event fails while a command
+ * queued behind it, through its wait list or only through its in-order queue, has had its event
+ * released (README, Measured facts; test/differential/pocl-failed-gate.c), and a program that
+ * releases an SVM free's or a marker's event right after the enqueue, behind a gate that then
+ * fails, is an ordinary one. With no user event open, a release costs one `size` read more.
+ */
+const openGates = new Set<Pointer>();
+
+/**
+ * @internal Whether a user event is alive with no status: then any queued command may still fail,
+ * through its wait list or behind a failed command of its in-order queue.
+ */
+export function userEventsOpen(): boolean {
+  return openGates.size !== 0;
+}
 
 /**
  * A user event whose last reference goes while it has no status can never complete: nobody holds
@@ -198,8 +218,12 @@ export class Event {
       this.#tracker = undefined;
       this.#after = undefined;
       // Through the kind, not a method: an event given another prototype is released all the same.
-      if (this.#kind === userKind) abandon(handle);
+      if (this.#kind === userKind) {
+        abandon(handle);
+        openGates.delete(handle);
+      }
       net.remove(this);
+      if (this.#kind !== userKind && openGates.size !== 0 && keptUntilEnded(handle, this.#context)) return;
     } else net.renew(this);
     const status = this.#quiet && tracker !== undefined && tracker.open()
       ? unguarded.clReleaseEvent(handle)
@@ -288,6 +312,7 @@ export class UserEvent extends Event {
     const handle = opencl().symbols.clCreateUserEvent(cls.Context[handleOf](context), errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateUserEvent", errcode[0]);
     super(fromFactory, handle, context, undefined, undefined, 0, false, true);
+    openGates.add(handle);
   }
 
   /**
@@ -304,7 +329,9 @@ export class UserEvent extends Event {
       undefined,
       0,
     );
-    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(Event[handleOf](this), value));
+    const handle = Event[handleOf](this);
+    check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(handle, value));
+    openGates.delete(handle);
   }
 }
 
@@ -349,6 +376,30 @@ const strays: { handle: Pointer; context: Context; adopted: boolean }[] = [];
  * runs no SVM free callback then (see svm.ts `watchFailure`). The timer holds nothing: `owe()` does.
  */
 const poll = new StatusPoll(pollWaits);
+
+/**
+ * A command's event at its last release while a user event is open (see `openGates`): kept, with
+ * the context its Event adopted, until the command ended, when the poll releases it. False (release
+ * it now) once the command ended, or when its status cannot be read.
+ */
+function keptUntilEnded(handle: Pointer, context: Context): boolean {
+  let status: number;
+  try {
+    status = infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+  } catch {
+    return false;
+  }
+  if (status <= 0) return false;
+  // An element store makes no call: at the edge of the stack the poll may not start, and then the
+  // next wait's poll takes it.
+  strays[strays.length] = { handle, context, adopted: true };
+  try {
+    poll.start();
+  } catch {
+    // See above.
+  }
+  return true;
+}
 
 function pollWaits(): boolean {
   const lib = opencl().symbols;

@@ -44,7 +44,7 @@ import {
   scratchPointers,
 } from "./native.ts";
 import { Buffer } from "./buffer.ts";
-import { type CommandTracker, Event, markerEnded, waitEvents, waitHandles } from "./event.ts";
+import { type CommandTracker, Event, markerEnded, userEventsOpen, waitEvents, waitHandles } from "./event.ts";
 import {
   abandonFree,
   oweFree,
@@ -779,7 +779,10 @@ export class CommandQueue {
     for (let i = 0; i < n; i++) backend.writePointer(array!, i, SVMAllocation[svmPointer](given[i]));
     // Without onFree and without a wait list there is nothing to call back nor to watch: the driver
     // frees. A wait list can fail, and then PoCL frees nothing: memlife's callback frees instead.
-    if (onFree === undefined && count === 0) {
+    // So can a command before it in its in-order queue while a user event is open (PoCL fails
+    // every command after a failed one): then it is watched too.
+    const mayFail = count > 0 || userEventsOpen();
+    if (onFree === undefined && !mayFail) {
       // The driver frees them all: they are the command's before the call, whatever throws after
       // it at the edge of the stack; given back when it did not happen (a leak where even that
       // runs out of stack: the safe side of a double free).
@@ -827,7 +830,9 @@ export class CommandQueue {
       entry.surrendered++;
     }
     oweFree(id);
-    if (count > 0) watchFailure(id, eventOut);
+    // PoCL calls no free callback for a command that failed (its wait list, or a command before
+    // it): the poll sees the failure, frees, and settles what waits (finish() waited for ever).
+    if (mayFail) watchFailure(id, eventOut);
     // A free without onFree owes the program nothing: wait() and finish() wait for the command only.
     if (onFree === undefined) return CommandQueue[newCommand](this);
     // release() waits for the callbacks to be done, `async` ones included; finish() only for them
@@ -840,6 +845,8 @@ export class CommandQueue {
   /** `enqueueSVMFree([a])`: the quiet path below for one allocation, by the same rules. */
   #freeOne(a: unknown): Event {
     if (!SVMAllocation[genuine](a)) throw new TypeError(`allocations[0] is not a cl.SVMAllocation, got ${show(a)}`);
+    // It may fail behind a gate, and PoCL then frees nothing: watched (see #freeList).
+    if (userEventsOpen()) return this.#freeList([a], 1, undefined, undefined);
     const handle = this.#live();
     refuseUnfreeable(this.#context, a, 0);
     const array = scratchPointers(1);
