@@ -41,7 +41,7 @@ const userKind = childKind({
   retain: (handle) => symbols.clRetainEvent(handle),
   release: (handle) => {
     abandon(handle);
-    openGates.delete(handle);
+    closeGate(handle);
     return symbols.clReleaseEvent(handle);
   },
 }, (event: Event) => Event[finalizerState](event));
@@ -63,6 +63,27 @@ const openGates = new Set<Pointer>();
  */
 export function userEventsOpen(): boolean {
   return openGates.size !== 0;
+}
+
+/** Advances each time the last open user event gets its status: a queue's gate from before is over. */
+let gateEpoch = 0;
+/** The last wait list built (`waitHandles`) held an open user event; taken by the next command. */
+let gatedWait = false;
+
+function closeGate(handle: Pointer): void {
+  if (openGates.delete(handle) && openGates.size === 0) gateEpoch++;
+}
+
+/** @internal For the command being made: whether its wait list held an open user event. */
+export function takeGatedWait(): boolean {
+  const gated = gatedWait;
+  gatedWait = false;
+  return gated;
+}
+
+/** @internal The epoch a queue's first gated command belongs to (see `CommandTracker.behindGate`). */
+export function currentGateEpoch(): number {
+  return gateEpoch;
 }
 
 /**
@@ -96,6 +117,11 @@ export interface CommandTracker {
   flush(): void;
   /** Whether the queue still holds its own native reference (not released yet). */
   open(): boolean;
+  /**
+   * Whether command number `seq` may be behind a user event still open: it comes at or after the
+   * queue's first command whose wait list held one, since the last user event then open settled.
+   */
+  behindGate(seq: number): boolean;
 }
 
 /**
@@ -220,10 +246,13 @@ export class Event {
       // Through the kind, not a method: an event given another prototype is released all the same.
       if (this.#kind === userKind) {
         abandon(handle);
-        openGates.delete(handle);
+        closeGate(handle);
       }
       net.remove(this);
-      if (this.#kind !== userKind && openGates.size !== 0 && keptUntilEnded(handle, this.#context)) return;
+      if (
+        openGates.size !== 0 && tracker !== undefined && tracker.behindGate(this.#seq) &&
+        keptUntilEnded(handle, this.#context)
+      ) return;
     } else net.renew(this);
     const status = this.#quiet && tracker !== undefined && tracker.open()
       ? unguarded.clReleaseEvent(handle)
@@ -331,7 +360,7 @@ export class UserEvent extends Event {
     );
     const handle = Event[handleOf](this);
     check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(handle, value));
-    openGates.delete(handle);
+    closeGate(handle);
   }
 }
 
@@ -609,6 +638,7 @@ export function waitHandles(events: readonly Event[], fn: string): { count: numb
       );
     }
     handles[i] = handle;
+    if (openGates.has(handle)) gatedWait = true;
   }
   // The count is the list's own: C reads exactly what was built.
   const list = pointerArray(handles);

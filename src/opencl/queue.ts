@@ -44,7 +44,16 @@ import {
   scratchPointers,
 } from "./native.ts";
 import { Buffer } from "./buffer.ts";
-import { type CommandTracker, Event, markerEnded, userEventsOpen, waitEvents, waitHandles } from "./event.ts";
+import {
+  type CommandTracker,
+  currentGateEpoch,
+  Event,
+  markerEnded,
+  takeGatedWait,
+  userEventsOpen,
+  waitEvents,
+  waitHandles,
+} from "./event.ts";
 import {
   abandonFree,
   oweFree,
@@ -524,6 +533,9 @@ export class CommandQueue {
   #calls = new Set<Promise<void>>();
   /** Commands enqueued so far: each event carries its number (the queue is in order). */
   #seq = 0;
+  /** The first command, in `#gatedEpoch`, whose wait list held an open user event; 0 for none. */
+  #gatedFrom = 0;
+  #gatedEpoch = 0;
   /** Pins of commands not yet known to be complete, oldest first. */
   #pins: Pin[] = [];
   /** Waits in progress on this queue's events, and the newest command they cover. */
@@ -1132,13 +1144,20 @@ export class CommandQueue {
    * `quiet` when its release can call nothing back (see Event's `#quiet`).
    */
   static [newCommand](queue: CommandQueue, after?: CallbackOutcome, quiet = false): Event {
+    const seq = ++queue.#seq;
+    // Its wait list held an open user event: this command and every later one of the queue may
+    // fail with it (see `behindGate`).
+    if (takeGatedWait() && (queue.#gatedFrom === 0 || queue.#gatedEpoch !== currentGateEpoch())) {
+      queue.#gatedFrom = seq;
+      queue.#gatedEpoch = currentGateEpoch();
+    }
     return new Event(
       fromFactory,
       backend.readPointer(eventOut, 0) as Pointer,
       queue.#context,
       after,
       queue.#tracker,
-      ++queue.#seq,
+      seq,
       quiet,
     );
   }
@@ -1214,6 +1233,8 @@ export class CommandQueue {
       CommandQueue[completedThrough](this, seq, completed);
     },
     open: () => this.#handle !== null,
+    behindGate: (seq) =>
+      userEventsOpen() && this.#gatedFrom !== 0 && this.#gatedEpoch === currentGateEpoch() && seq >= this.#gatedFrom,
     flush: () => {
       // A released queue was flushed by its release (clReleaseCommandQueue flushes).
       if (this.#handle !== null) check("clFlush", opencl().symbols.clFlush(this.#handle));
