@@ -2,7 +2,8 @@
  * A hostile stress, run by hand (no spec runs it: on PoCL 3.1 it can end in PoCL's own assertions):
  * hundreds of random memlife operations in flight at once on one queue, objects released while in
  * use, callbacks that throw or refuse, user events that gate a write and then complete or fail,
- * collections in between. It must end, leave `ctx.liveObjects` at its two queues, and the Embree
+ * kernels on SVM and buffer copies whose results are checked (a wrong answer fails the run),
+ * markers on other operations' events, queues released with commands in them, collections in between. It must end, leave `ctx.liveObjects` at its two queues, and the Embree
  * device's `memory.bytes` at 0.
  *
  *   node --expose-gc test/stress/random-ops.ts      (bun, or deno run -A --v8-flags=--expose-gc)
@@ -34,6 +35,28 @@ const gateQueue = ctx.createCommandQueue();
 const coarse = ctx.devices[0].svm.coarseGrainBuffer;
 const fine = ctx.devices[0].svm.fineGrainBuffer;
 const device = rtc.newDevice("");
+const program = ctx.createProgram(`
+  __kernel void inc(__global const int *a, __global int *b, int n) {
+    size_t i = get_global_id(0);
+    if (i < n) b[i] = a[i] + 1;
+  }`);
+await program.build();
+let wrong = 0;
+/** A silent wrong answer: counted, printed once, and the run fails. */
+function expect(ok: boolean, what: string): void {
+  if (ok) return;
+  if (wrong++ === 0) console.error(`wrong: ${what}`);
+}
+/** Events other operations made, retained here, for markers to wait on (they may fail or be released). */
+const pool: InstanceType<typeof cl.Event>[] = [];
+function share(event: InstanceType<typeof cl.Event>): void {
+  if (pool.length < 16) pool.push(event.retain());
+  else if (rand() < 0.5) {
+    const i = Math.floor(rand() * pool.length);
+    pool[i].release();
+    pool[i] = event.retain();
+  }
+}
 let refusals = 0;
 device.setMemoryMonitorFunction((bytes) => {
   const r = rand();
@@ -128,6 +151,85 @@ const ops: (() => Promise<unknown>)[] = [
   },
   // 5: a collection.
   () => Promise.resolve(gc?.()),
+  // 6: a kernel on SVM: a filled by a memcpy, b = a + 1 checked through a map; the kernel and the
+  // allocations released (or freed in queue order) right after the enqueue, sometimes before the map.
+  async () => {
+    if (!coarse) return;
+    const n = 1 + Math.floor(rand() * 512);
+    const a = ctx.svmAlloc(4 * n);
+    const b = ctx.svmAlloc(4 * n);
+    const input = Int32Array.from({ length: n }, (_, i) => i * 7);
+    queue.enqueueSVMMemcpy(a, input).release();
+    const k = program.createKernel("inc");
+    k.setArg(0, a).setArg(1, b).setArg(2, cl.int(n));
+    const run = queue.enqueueNDRangeKernel(k, [n]);
+    share(run);
+    k.release();
+    if (rand() < 0.5) a.release();
+    else queue.enqueueSVMFree([a]).release();
+    if (rand() < 0.2) {
+      b.release();
+      run.release();
+      return;
+    }
+    const m = await queue.mapSVM(b, { access: "read" });
+    const out = new Int32Array(m.arrayBuffer);
+    let bad = -1;
+    for (let i = 0; i < n && bad < 0; i++) if (out[i] !== i * 7 + 1) bad = i;
+    expect(bad < 0 || run.status < 0, `kernel output [${bad}] = ${out[bad]}, expected ${bad * 7 + 1}`);
+    m.unmap().release();
+    run.release();
+    b.release();
+  },
+  // 7: a fill and a copy between buffers released at once, the copy read back and checked.
+  async () => {
+    const size = 4 * (1 + Math.floor(rand() * 256));
+    const src = ctx.createBuffer(size);
+    const dst = ctx.createBuffer(size);
+    const value = Math.floor(rand() * 1000);
+    queue.enqueueFillBuffer(src, cl.int(value)).release();
+    const copy = queue.enqueueCopyBuffer(src, dst);
+    share(copy);
+    copy.release();
+    src.release();
+    const back = await queue.readBuffer(dst, new Int32Array(size / 4)).catch(() => null);
+    dst.release();
+    if (back !== null) expect(back.every((x) => x === value), `copied fill ${back[0]}, expected ${value}`);
+  },
+  // 8: a marker waiting on events other operations shared (some failed, some done), released early
+  // or awaited; sometimes a barrier.
+  async () => {
+    const waitFor = pool.filter(() => rand() < 0.3).slice(0, 4);
+    let m: InstanceType<typeof cl.Event>;
+    try {
+      m = rand() < 0.5 ? queue.enqueueMarker({ waitFor }) : queue.enqueueBarrier({ waitFor });
+    } catch {
+      return; // a failed event in the list, refused
+    }
+    if (rand() < 0.5) m.release();
+    else {
+      await m.wait().catch(() => {});
+      m.release();
+    }
+  },
+  // 9: a queue of its own, a write, a kernel and an SVM free with onFree on it, released without finish().
+  async () => {
+    const q = ctx.createCommandQueue();
+    const b = ctx.createBuffer(64);
+    const written = q.writeBuffer(b, new Uint8Array(64)).catch(() => {});
+    const free = coarse ? q.enqueueSVMFree([ctx.svmAlloc(256)], { onFree: () => {} }) : undefined;
+    const freed = free?.wait().catch(() => {});
+    b.release();
+    q.release();
+    await written;
+    await freed;
+    free?.release();
+  },
+  // 10: the shared events dropped, all at once.
+  () => {
+    for (const e of pool.splice(0)) e.release();
+    return Promise.resolve();
+  },
 ];
 
 const skip = new Set(env("STRESS_SKIP", "").split(",").filter((x) => x !== "").map(Number));
@@ -143,7 +245,7 @@ await new Promise<void>((resolve, reject) => {
     }
     started++;
     let k = Math.floor(rand() * ops.length);
-    if (skip.has(k)) k = ops.length - 1;
+    if (skip.has(k)) k = 5; // a collection instead
     ops[k]().then(() => {
       done++;
       next();
@@ -151,21 +253,24 @@ await new Promise<void>((resolve, reject) => {
   };
   for (let i = 0; i < width; i++) next();
 });
+for (const e of pool.splice(0)) e.release();
 await queue.finish().catch(() => {});
 await gateQueue.finish().catch(() => {});
 // Scenes released during their commits are freed once those ended; events kept behind gates by the 50 ms poll.
-for (let i = 0; i < 40 && (ctx.liveObjects > 2 || device.memory.bytes !== 0); i++) {
+for (let i = 0; i < 40 && (ctx.liveObjects > 3 || device.memory.bytes !== 0); i++) {
   gc?.();
   await new Promise((r) => setTimeout(r, 50));
 }
-const live = ctx.liveObjects - 2;
+const live = ctx.liveObjects - 3;
 const bytes = device.memory.bytes;
 console.log(
   `seed ${env("STRESS_SEED", "1")}: ${done} operations, ${live} objects left besides the queues, ` +
-    `${reported} callback errors reported, ${refusals} monitor refusals, ${bytes} Embree bytes left`,
+    `${reported} callback errors reported, ${refusals} monitor refusals, ${bytes} Embree bytes left, ` +
+    `${wrong} wrong answers`,
 );
 queue.release();
 gateQueue.release();
+program.release();
 device.release();
 ctx.release();
-if (live !== 0 || bytes !== 0) process.exit(1);
+if (live !== 0 || bytes !== 0 || wrong !== 0) process.exit(1);
