@@ -533,7 +533,7 @@ const json = JSON.stringify(document, null, 1) + "\n";
 // Quick, partial (--filter, --runtime) and pinned runs do not replace the full picture in latest.*.
 const partial = set === "quick" || filter !== undefined || flags.has("--runtime") || pin !== undefined;
 const stamp = date.toISOString().replace(/[:.]/g, "-").slice(0, 19);
-// The dated copies are kept gzipped (a tenth of the size); bench/history.ts reads them, `zcat` too.
+// The dated copies are kept gzipped (about a fifth of the size); bench/history.ts reads them, `zcat` too.
 write(path.join(resultsDir, "history", `${stamp}${partial ? "-partial" : ""}.json.gz`), gzipSync(json, { level: 9 }));
 if (!partial) {
   write(path.join(resultsDir, "latest.json"), json);
