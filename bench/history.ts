@@ -12,11 +12,14 @@
  *   --missed        only the rows missed in at least one run shown
  *
  * The value is the first ratio of a check's text (memlife's; "raw FFI" figures are left out).
+ * A run's file is <stamp>.json.gz (what bench/main.ts writes) or a plain <stamp>.json; where both
+ * exist, the gzipped one is read.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
+import { gunzipSync } from "node:zlib";
 
 interface Check {
   row: string;
@@ -44,12 +47,18 @@ const before = count("before", 10);
 const split = arg("split");
 const missedOnly = process.argv.includes("--missed");
 
-const runs: Run[] = readdirSync(dir)
-  .filter((f) => /^\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.json$/.test(f))
-  .sort()
-  .map((f) => {
-    const doc = JSON.parse(readFileSync(join(dir, f), "utf8")) as { set?: string; checks?: Check[] };
-    return { stamp: f.slice(0, -5), set: doc.set, checks: doc.checks ?? [] };
+const files = new Map<string, string>();
+for (const f of readdirSync(dir).sort()) {
+  const m = /^(\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d)\.json(\.gz)?$/.exec(f);
+  if (m !== null && (m[2] !== undefined || !files.has(m[1]))) files.set(m[1], f);
+}
+const runs: Run[] = [...files]
+  .sort(([a], [b]) => a.localeCompare(b))
+  .map(([stamp, f]) => {
+    const bytes = readFileSync(join(dir, f));
+    const text = (f.endsWith(".gz") ? gunzipSync(bytes) : bytes).toString("utf8");
+    const doc = JSON.parse(text) as { set?: string; checks?: Check[] };
+    return { stamp, set: doc.set, checks: doc.checks ?? [] };
   })
   .filter((r) => r.set === "default" && r.checks.length > 0);
 

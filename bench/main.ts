@@ -16,7 +16,7 @@
  * burst of load from other programs then hits one round of every implementation instead of all
  * the samples of one, which matters for the ratios between processes (to C, to PyOpenCL). Embree
  * builds are long enough to run once. --quick, --filter and --runtime runs leave latest.* alone
- * and write only bench/results/history/<date>-partial.json.
+ * and write only bench/results/history/<date>-partial.json.gz.
  *
  * --pin=CPU runs every process (C, PyOpenCL, each runtime) on that one CPU (`taskset -c`): a callback
  * from a driver or TBB thread then costs a context switch instead of a wake-up on another CPU,
@@ -35,6 +35,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
 import { type Line, quantile, type ResultLine } from "./measure.ts";
 import {
   budgetBytes,
@@ -524,7 +525,7 @@ const context = `${set} set: samples of ≥ ${method.sampleMs} ms after ≥ ${me
   `load average ${load.toFixed(1)} before it, ${os.loadavg()[0].toFixed(1)} after.`;
 
 fs.mkdirSync(path.join(resultsDir, "history"), { recursive: true });
-function write(file: string, text: string): void {
+function write(file: string, text: string | Uint8Array): void {
   fs.writeFileSync(file + ".tmp", text);
   fs.renameSync(file + ".tmp", file);
 }
@@ -532,7 +533,8 @@ const json = JSON.stringify(document, null, 1) + "\n";
 // Quick, partial (--filter, --runtime) and pinned runs do not replace the full picture in latest.*.
 const partial = set === "quick" || filter !== undefined || flags.has("--runtime") || pin !== undefined;
 const stamp = date.toISOString().replace(/[:.]/g, "-").slice(0, 19);
-write(path.join(resultsDir, "history", `${stamp}${partial ? "-partial" : ""}.json`), json);
+// The dated copies are kept gzipped (about a fifth of the size); bench/history.ts reads them, `zcat` too.
+write(path.join(resultsDir, "history", `${stamp}${partial ? "-partial" : ""}.json.gz`), gzipSync(json, { level: 9 }));
 if (!partial) {
   write(path.join(resultsDir, "latest.json"), json);
   write(
@@ -571,7 +573,7 @@ if (jsonOnly) {
   for (const line of monitorNotes) say(line);
   say(
     partial
-      ? `\nwrote bench/results/history/${stamp}-partial.json (a quick or partial run leaves latest.* alone)`
-      : `\nwrote bench/results/latest.json, latest.md, latest.svg and history/${stamp}.json`,
+      ? `\nwrote bench/results/history/${stamp}-partial.json.gz (a quick or partial run leaves latest.* alone)`
+      : `\nwrote bench/results/latest.json, latest.md, latest.svg and history/${stamp}.json.gz`,
   );
 }

@@ -218,7 +218,11 @@ bench_pass() { # NAME PLATFORM
   rc=$?
   note "bench $name (MEMLIFE_OPENCL_PLATFORM=$platform, ${bench_set:-default set} --filter=$bench_filter): exit $rc in $((SECONDS - t0)) s"
   for f in $(ls bench/results/history 2>/dev/null); do
-    case $'\n'"$before"$'\n' in *$'\n'"$f"$'\n'*) ;; *) cp "bench/results/history/$f" "$out/bench-$name.json" ;; esac
+    case $'\n'"$before"$'\n' in
+    *$'\n'"$f"$'\n'*) ;;
+    *.gz) gzip -dc "bench/results/history/$f" > "$out/bench-$name.json" ;;
+    *) cp "bench/results/history/$f" "$out/bench-$name.json" ;;
+    esac
   done
   # The table (no PyOpenCL rows, no blank lines) and the target checks.
   grep -E '^(case |buffer |svm |embree | +(C|[a-z]+ raw|[a-z]+ memlife) |[0-9]+ of [0-9]+ target|- missed)' "$log" | cut -c1-150 | head -40 | sed 's/^/  /' | tee -a "$summary"
