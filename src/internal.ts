@@ -80,6 +80,10 @@ export const useSVM: unique symbol = Symbol("memlife.useSVM");
 export const unuseSVM: unique symbol = Symbol("memlife.unuseSVM");
 /** CommandQueue (static, as those below): wraps the cl_event the enqueue call just wrote. */
 export const newCommand: unique symbol = Symbol("memlife.newCommand");
+/** Context: a FailureGuard's hold on a cl_event (event.ts), which keeps the context as a child does. */
+export const guardHold: unique symbol = Symbol("memlife.guardHold");
+/** A queue's wait list for a command about to be enqueued on it (CommandQueue `#waitList`). */
+export const waitListOf: unique symbol = Symbol("memlife.waitListOf");
 /** CommandQueue: keeps what a command uses alive until it completed. */
 export const pinCommand: unique symbol = Symbol("memlife.pinCommand");
 /**

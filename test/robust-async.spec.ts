@@ -452,6 +452,18 @@ describe("user events released without a status", () => {
   }
 });
 
+describe("a command that fails while another event it waits on has not ended", () => {
+  for (const how of ["pred", "list", "cross", "running", "crossrun"]) {
+    test(
+      `its event released (${how}): no abort when that event ends later, nothing left (child process)`,
+      async () => {
+        await expectOk("failed-command-notifiers.ts", [how], 50_000);
+      },
+      60_000,
+    );
+  }
+});
+
 describe("callbacks that re-enter, release their own objects, or exit", () => {
   test(
     "destructor callbacks and onFree that create, enqueue, wait and release (their own objects too) (child process)",

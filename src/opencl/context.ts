@@ -20,6 +20,7 @@ import {
   deviceList,
   disownChild,
   fromFactory,
+  guardHold,
   handleOf,
   nativeHandle,
   svmChecked,
@@ -111,6 +112,8 @@ export class Context {
   #released = false;
   /** Buffers, queues, events and SVM allocations not yet released. */
   #children = 0;
+  /** Of `#children`, the cl_events FailureGuards hold (see `guardHold`). */
+  #guardHeld = 0;
   /** Kinds of SVM allocation (bits, see svm.ts) every device was found to support, and the largest size they all take. */
   #svmKinds = 0;
   #svmMaxSize = 0;
@@ -225,7 +228,7 @@ export class Context {
    * the gate then fails: README, Measured facts).
    */
   get liveObjects(): number {
-    return this.#children;
+    return this.#children - this.#guardHeld;
   }
 
   /** An event the program completes itself (`setStatus()`), to hold commands back. */
@@ -275,6 +278,17 @@ export class Context {
   /** @internal A child released its native reference (or handed it to a command that keeps the context alive). */
   static [disownChild](context: Context): void {
     if (--context.#children === 0 && context.#released) context.#nativeRelease();
+  }
+
+  /**
+   * @internal A FailureGuard (event.ts) took (+1) or let go of (-1) a command's cl_event: the context
+   * stays as for a child, but `liveObjects` does not count it (memlife's own, let go by a poll once
+   * the commands around it ended: README, Measured facts, PoCL).
+   */
+  static [guardHold](context: Context, delta: 1 | -1): void {
+    context.#guardHeld += delta;
+    if (delta === 1) context.#children++;
+    else Context[disownChild](context);
   }
 
   /** @internal The cl_context for children, valid until the last child let go, even after release(). */

@@ -20,7 +20,7 @@ import type { Context } from "./context.ts";
 import { childKind } from "./child.ts";
 import { finalizerState } from "../callbacks.ts";
 import { classes } from "./classes.ts";
-import { closeStatics, contextOf, fromFactory, genuine, handleOf, notByNew } from "../internal.ts";
+import { closeStatics, contextOf, fromFactory, genuine, guardHold, handleOf, notByNew } from "../internal.ts";
 
 // Classes this module cannot import (see classes.ts), read at each call.
 const cls = classes;
@@ -74,16 +74,179 @@ function closeGate(handle: Pointer): void {
   if (openGates.delete(handle) && openGates.size === 0) gateEpoch++;
 }
 
-/** @internal For the command being made: whether its wait list held an open user event. */
-export function takeGatedWait(): boolean {
-  const gated = gatedWait;
-  gatedWait = false;
-  return gated;
-}
-
 /** @internal The epoch a queue's first gated command belongs to (see `CommandTracker.behindGate`). */
 export function currentGateEpoch(): number {
   return gateEpoch;
+}
+
+/**
+ * PoCL before 7.0 finishes a command that fails (a user event in its wait list failed, or the
+ * command before it in its queue) while other events it waits on have not ended, and those events
+ * keep a pointer to it that holds no reference (`notify_list`, PoCL 3.1 `pocl_create_event_sync`).
+ * Released then, the failed command's event is freed, and when one of those events ends it locks
+ * the freed event: `PTHREAD ERROR in pocl_lock_events_inorder()`, an abort
+ * (test/fixtures/failed-command-notifiers.ts: a second gate on the same queue, a second user event
+ * or another queue's command in the wait list, a kernel still running before it). So on PoCL, from
+ * a queue's first command whose wait list holds an open user event (or a guarded command) on,
+ * every command of the queue is guarded: memlife holds one reference of its own to its cl_event,
+ * and to each command event of its wait list, until everything it can wait on has ended a poll
+ * (50 ms) before, whatever the program and memlife's waits release meanwhile. A marker enqueued
+ * right before that first command stands for the commands before it. Nothing is guarded on other
+ * drivers, nor on a queue that no user event ever held up.
+ */
+export class FailureGuard {
+  /** The queue's guarded commands in enqueue order; the first is the marker before the first gated one. */
+  readonly entries: GuardEntry[] = [];
+}
+
+interface GuardEntry {
+  handle: Pointer;
+  context: Context;
+  /** The user events of its wait list that were open: it can fail until they are set or abandoned. */
+  gates: Pointer[] | null;
+  /** The command events of its wait list, each with a reference of the guard's own. */
+  cross: Pointer[] | null;
+  /** The poll's tick at which it was first seen ended (-1: not yet), and whether it failed. */
+  endedTick: number;
+  failed: boolean;
+  /** The tick at which every command event of its wait list was first seen ended (-1: not yet). */
+  crossEndedTick: number;
+}
+
+/**
+ * @internal Whether `device`'s queues need a FailureGuard: PoCL before 7.0 (7.0 keeps a reference
+ * for each event that waits, 15b5538e0 "event: add retain event during event sync").
+ */
+export function guardsFailures(device: { platform: { name: string; version: string } }): boolean {
+  if (device.platform.name !== "Portable Computing Language") return false;
+  const major = /PoCL (\d+)/.exec(device.platform.version)?.[1];
+  return major === undefined || Number(major) < 7;
+}
+
+/** Guards with entries, drained by the poll; and the handles they hold (a wait list naming one is gated). */
+const guards = new Set<FailureGuard>();
+const guarded = new Set<Pointer>();
+let guardTick = 0;
+/**
+ * What the wait list being enqueued (see `waitHandles`) holds for a guard: its open user events, and
+ * its command events each with a reference of the guard's own, taken while the list's events are
+ * surely alive. Taken by the command it was built for; one whose enqueue failed is let go by the
+ * next wait list or command.
+ */
+let pendingGates: Pointer[] | null = null;
+let pendingCross: Pointer[] | null = null;
+
+function dropPending(): void {
+  const cross = pendingCross;
+  pendingGates = null;
+  pendingCross = null;
+  if (cross !== null) { for (const h of cross) opencl().symbols.clReleaseEvent(h); }
+}
+
+/** @internal Whether the wait list just built (not yet taken by its command) is gated. */
+export function gatedWaitPending(): boolean {
+  return gatedWait;
+}
+
+/**
+ * @internal For the command whose event `handle` was just made on a queue: whether its wait list
+ * held an open user event (or a guarded command: see `behindGate`), and, with the queue's `guard`
+ * (PoCL), the guard taken when that wait list was gated or the queue has guarded commands.
+ */
+export function commandMade(guard: FailureGuard | undefined, handle: Pointer, context: Context): boolean {
+  const gated = gatedWait;
+  gatedWait = false;
+  if (guard !== undefined && (gated || guard.entries.length !== 0)) guardCommand(guard, handle, context);
+  else if (pendingCross !== null || pendingGates !== null) dropPending();
+  return gated;
+}
+
+function guardCommand(guard: FailureGuard, handle: Pointer, context: Context): void {
+  const gates = pendingGates;
+  const cross = pendingCross;
+  pendingGates = null;
+  pendingCross = null;
+  // The command is enqueued: nothing here may throw to the program, which would enqueue it again.
+  // At the edge of the stack the command goes unguarded (a reference taken may leak).
+  try {
+    if (opencl().symbols.clRetainEvent(handle) === OpenCLStatus.CL_SUCCESS) {
+      addEntry(guard, { handle, context, gates, cross, endedTick: -1, failed: false, crossEndedTick: -1 });
+    } else if (cross !== null) { for (const h of cross) opencl().symbols.clReleaseEvent(h); }
+  } catch {
+    // See above.
+  }
+}
+
+/**
+ * @internal A marker memlife enqueued on `guard`'s queue right before its first gated command: it
+ * ends once every command before it did. The guard's reference is its only one.
+ */
+export function guardMarker(guard: FailureGuard, handle: Pointer, context: Context): void {
+  addEntry(guard, { handle, context, gates: null, cross: null, endedTick: -1, failed: false, crossEndedTick: -1 });
+}
+
+function addEntry(guard: FailureGuard, entry: GuardEntry): void {
+  cls.Context[guardHold](entry.context, 1);
+  guard.entries.push(entry);
+  guards.add(guard);
+  guarded.add(entry.handle);
+  try {
+    poll.start();
+  } catch {
+    // At the edge of the stack: the next wait's poll drains it.
+  }
+}
+
+function statusOf(handle: Pointer): number {
+  return infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
+}
+
+/**
+ * One poll tick over the guards. A command seen ended at an earlier tick (the driver notifies what
+ * waits on a command after it wrote its status) is let go: at once when it completed (everything it
+ * waited on had notified it), and when it failed, once every command before it in its queue, and
+ * every command event of its wait list, was seen ended at an earlier tick and its user events are
+ * set. PoCL runs and fails later commands of a queue while earlier ones are still queued: each entry
+ * is read, not only the front.
+ */
+function drainGuards(): void {
+  const tick = ++guardTick;
+  const lib = opencl().symbols;
+  for (const guard of guards) {
+    const entries = guard.entries;
+    let kept = 0;
+    let earlierEnded = true;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i];
+      if (e.endedTick < 0) {
+        const status = statusOf(e.handle);
+        if (status > 0) {
+          entries[kept++] = e;
+          earlierEnded = false;
+          continue;
+        }
+        e.endedTick = tick;
+        e.failed = status < 0;
+      }
+      let free = e.endedTick < tick;
+      if (free && e.failed) {
+        if (e.cross !== null && e.crossEndedTick < 0 && e.cross.every((c) => statusOf(c) <= 0)) e.crossEndedTick = tick;
+        free = earlierEnded && (e.gates === null || !e.gates.some((g) => openGates.has(g))) &&
+          (e.cross === null || (e.crossEndedTick >= 0 && e.crossEndedTick < tick));
+      }
+      if (e.endedTick === tick) earlierEnded = false;
+      if (!free) {
+        entries[kept++] = e;
+        continue;
+      }
+      guarded.delete(e.handle);
+      lib.clReleaseEvent(e.handle);
+      if (e.cross !== null) { for (const c of e.cross) lib.clReleaseEvent(c); }
+      cls.Context[guardHold](e.context, -1);
+    }
+    entries.length = kept;
+    if (kept === 0) guards.delete(guard);
+  }
 }
 
 /**
@@ -432,6 +595,7 @@ function keptUntilEnded(handle: Pointer, context: Context): boolean {
 
 function pollWaits(): boolean {
   const lib = opencl().symbols;
+  if (guards.size !== 0) drainGuards();
   waits.forEach((wait, id) => {
     if (!wait.dropped) {
       const status = infoU32("clGetEventInfo", lib.clGetEventInfo, wait.handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
@@ -456,7 +620,7 @@ function pollWaits(): boolean {
     lib.clReleaseEvent(stray.handle);
     cls.disown(stray.context);
   }
-  return waits.size > 0 || strays.length > 0;
+  return waits.size > 0 || strays.length > 0 || guards.size > 0;
 }
 
 const waitTrampoline = trampolines.eventWait((event, status, id) => {
@@ -624,7 +788,10 @@ export function waitEvents(events: unknown): readonly Event[] {
  * status for an error code (-9 read as CL_IMAGE_FORMAT_MISMATCH). One status read per event.
  */
 export function waitHandles(events: readonly Event[], fn: string): { count: number; list: BigUint64Array | null } {
-  if (events.length === 0) return noWait;
+  if (events.length === 0) {
+    if (pendingCross !== null || pendingGates !== null) dropPending();
+    return noWait;
+  }
   const handles = new Array<Pointer>(events.length);
   const getInfo = opencl().symbols.clGetEventInfo;
   for (let i = 0; i < events.length; i++) {
@@ -638,7 +805,16 @@ export function waitHandles(events: readonly Event[], fn: string): { count: numb
       );
     }
     handles[i] = handle;
-    if (openGates.has(handle)) gatedWait = true;
+    if (openGates.has(handle) || (guarded.size !== 0 && guarded.has(handle))) gatedWait = true;
+  }
+  if (pendingCross !== null || pendingGates !== null) dropPending();
+  // Its command may be guarded (see FailureGuard): what the guard needs, taken now.
+  if (gatedWait || guards.size !== 0) {
+    const s = opencl().symbols;
+    for (const h of handles) {
+      if (openGates.has(h)) (pendingGates ??= []).push(h);
+      else if (s.clRetainEvent(h) === OpenCLStatus.CL_SUCCESS) (pendingCross ??= []).push(h);
+    }
   }
   // The count is the list's own: C reads exactly what was built.
   const list = pointerArray(handles);

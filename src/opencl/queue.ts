@@ -45,11 +45,15 @@ import {
 } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import {
+  commandMade,
   type CommandTracker,
   currentGateEpoch,
   Event,
+  FailureGuard,
+  gatedWaitPending,
+  guardMarker,
+  guardsFailures,
   markerEnded,
-  takeGatedWait,
   userEventsOpen,
   waitEvents,
   waitHandles,
@@ -94,6 +98,7 @@ import {
   svmSize,
   unuseSVM,
   useSVM,
+  waitListOf,
 } from "../internal.ts";
 
 // Classes this module cannot import (see classes.ts), read at each call.
@@ -467,7 +472,7 @@ export class SVMMapping {
     // Unmapped again by a getter above: nothing left to do, and a second unmap would be an error.
     if (!this.#mapped) throw new ReleasedError("SVMMapping (already unmapped)");
     const handle = CommandQueue[handleOf](queue);
-    const { count, list } = waitHandles(events, "clEnqueueSVMUnmap");
+    const { count, list } = CommandQueue[waitListOf](queue, events, "clEnqueueSVMUnmap");
     const unmap = clEnqueueSVMUnmap ??= optionalSymbol("clEnqueueSVMUnmap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMUnmap", unmap(handle, this.#pointer, count, list, eventOut) as number);
     this.#mapped = false;
@@ -545,6 +550,8 @@ export class CommandQueue {
   /** Arms the driver refused in a row (see #retryCheck). */
   #armFailures = 0;
   readonly #context: Context;
+  /** PoCL before 7.0: its commands that may fail, guarded (see FailureGuard); shared with [callbackQueue]'s. */
+  #guard: FailureGuard | undefined;
   /** Read-only and not configurable (set in the constructor), as a context's `devices`. */
   declare readonly device: Device;
 
@@ -574,6 +581,7 @@ export class CommandQueue {
     this.#handle = handle;
     this.#native = handle;
     this.#context = context;
+    this.#guard = guardsFailures(device) ? new FailureGuard() : undefined;
     cls.adopt(context); // through the class: [callbackQueue] may make one after the context got another prototype
     net.add(this);
   }
@@ -611,7 +619,10 @@ export class CommandQueue {
    * the callback is done.
    */
   static [callbackQueue](queue: CommandQueue): CommandQueue {
-    return queue.#handle !== null ? queue : new CommandQueue(fromFactory, queue.#context, queue.device, queue.#native);
+    if (queue.#handle !== null) return queue;
+    const made = new CommandQueue(fromFactory, queue.#context, queue.device, queue.#native);
+    made.#guard = queue.#guard; // one native queue, one order of commands
+    return made;
   }
 
   /**
@@ -661,7 +672,7 @@ export class CommandQueue {
     const svm = withAllocationsBehind(undefined, host);
     const handle = this.#live();
     const mem = Buffer[commandHandle](buffer);
-    const { count, list } = waitHandles(events, fn);
+    const { count, list } = this.#waitList(events, fn);
     check(fn, opencl().symbols[fn](handle, mem, 0, offset, bytes, hostPointer(host, bytes), count, list, eventOut));
     const event = CommandQueue[newCommand](this);
     CommandQueue[pinCommand](this, event, svm, host);
@@ -786,7 +797,7 @@ export class CommandQueue {
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
-    const { count, list } = waitHandles(events, "clEnqueueSVMFree");
+    const { count, list } = this.#waitList(events, "clEnqueueSVMFree");
     const array = n > 0 ? scratchPointers(n) : null;
     for (let i = 0; i < n; i++) backend.writePointer(array!, i, SVMAllocation[svmPointer](given[i]));
     // Without onFree and without a wait list there is nothing to call back nor to watch: the driver
@@ -910,7 +921,7 @@ export class CommandQueue {
     const handle = this.#live();
     const k = Kernel[handleOf](kernel);
     const svm = Kernel[commandUses](kernel);
-    const { count, list } = waitHandles(events, "clEnqueueNDRangeKernel");
+    const { count, list } = this.#waitList(events, "clEnqueueNDRangeKernel");
     check(
       "clEnqueueNDRangeKernel",
       opencl().symbols.clEnqueueNDRangeKernel(
@@ -963,7 +974,7 @@ export class CommandQueue {
     let svm: SVMAllocation[] | undefined = dstSVM ? (srcSVM ? [dst, src] : [dst]) : srcSVM ? [src] : undefined;
     if (host !== undefined) svm = withAllocationsBehind(svm, host as ArrayBufferView | ArrayBufferView[]);
     const handle = this.#live();
-    const { count, list } = waitHandles(events, "clEnqueueSVMMemcpy");
+    const { count, list } = this.#waitList(events, "clEnqueueSVMMemcpy");
     const memcpy = clEnqueueSVMMemcpy ??= optionalSymbol("clEnqueueSVMMemcpy", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMemcpy", memcpy(handle, 0, d, s, size, count, list, eventOut) as number);
     const event = CommandQueue[newCommand](this);
@@ -1004,7 +1015,7 @@ export class CommandQueue {
     const size = fillSize(offset, given, SVMAllocation[svmSize](allocation), length, "enqueueSVMMemFill");
     const handle = this.#live();
     const pointer = offsetPointer(SVMAllocation[svmPointer](allocation), offset);
-    const { count, list } = waitHandles(events, "clEnqueueSVMMemFill");
+    const { count, list } = this.#waitList(events, "clEnqueueSVMMemFill");
     const fill = clEnqueueSVMMemFill ??= optionalSymbol("clEnqueueSVMMemFill", "an OpenCL 2.0 platform");
     check(
       "clEnqueueSVMMemFill",
@@ -1049,7 +1060,7 @@ export class CommandQueue {
     const events = waitEvents(own(bag, "waitFor"));
     const handle = this.#live();
     const pointer = offsetPointer(SVMAllocation[svmPointer](allocation), offset);
-    const { count, list } = waitHandles(events, "clEnqueueSVMMap");
+    const { count, list } = this.#waitList(events, "clEnqueueSVMMap");
     const map = clEnqueueSVMMap ??= optionalSymbol("clEnqueueSVMMap", "an OpenCL 2.0 platform");
     check("clEnqueueSVMMap", map(handle, 0, flags, pointer, size, count, list, eventOut) as number);
     const event = CommandQueue[newCommand](this);
@@ -1090,7 +1101,7 @@ export class CommandQueue {
     const handle = this.#live();
     const s = Buffer[commandHandle](src);
     const d = Buffer[commandHandle](dst);
-    const { count, list } = waitHandles(events, "clEnqueueCopyBuffer");
+    const { count, list } = this.#waitList(events, "clEnqueueCopyBuffer");
     check(
       "clEnqueueCopyBuffer",
       opencl().symbols.clEnqueueCopyBuffer(handle, s, d, srcOffset, dstOffset, size, count, list, eventOut),
@@ -1108,7 +1119,7 @@ export class CommandQueue {
     const size = fillSize(offset, given, Buffer[sizeOf](buffer), length, "enqueueFillBuffer");
     const handle = this.#live();
     const mem = Buffer[commandHandle](buffer);
-    const { count, list } = waitHandles(events, "clEnqueueFillBuffer");
+    const { count, list } = this.#waitList(events, "clEnqueueFillBuffer");
     const fill = optionalSymbol("clEnqueueFillBuffer", "an OpenCL 1.2 platform");
     check(
       "clEnqueueFillBuffer",
@@ -1122,7 +1133,7 @@ export class CommandQueue {
     this.#live();
     const events = waitEvents(own(checkOptions(options, waitForKeys, "enqueueMarker options"), "waitFor"));
     const handle = this.#live();
-    const { count, list } = waitHandles(events, "clEnqueueMarkerWithWaitList");
+    const { count, list } = this.#waitList(events, "clEnqueueMarkerWithWaitList");
     const marker = optionalSymbol("clEnqueueMarkerWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueMarkerWithWaitList", marker(handle, count, list, eventOut) as number);
     return CommandQueue[newCommand](this);
@@ -1133,10 +1144,40 @@ export class CommandQueue {
     this.#live();
     const events = waitEvents(own(checkOptions(options, waitForKeys, "enqueueBarrier options"), "waitFor"));
     const handle = this.#live();
-    const { count, list } = waitHandles(events, "clEnqueueBarrierWithWaitList");
+    const { count, list } = this.#waitList(events, "clEnqueueBarrierWithWaitList");
     const barrier = optionalSymbol("clEnqueueBarrierWithWaitList", "an OpenCL 1.2 platform");
     check("clEnqueueBarrierWithWaitList", barrier(handle, count, list, eventOut) as number);
     return CommandQueue[newCommand](this);
+  }
+
+  /**
+   * `waitHandles` for a command about to be enqueued here. On PoCL, a wait list that holds an open
+   * user event (or a guarded command) on a queue with nothing guarded yet first gets a marker in
+   * front of it, which stands for the commands before it (see FailureGuard).
+   */
+  #waitList(events: readonly Event[], fn: string): { count: number; list: BigUint64Array | null } {
+    const wait = waitHandles(events, fn);
+    const guard = this.#guard;
+    if (guard !== undefined && guard.entries.length === 0 && gatedWaitPending()) {
+      const s = opencl().symbols;
+      try {
+        if (s.clEnqueueMarkerWithWaitList?.(this.#live(), 0, null, eventOut) === OpenCLStatus.CL_SUCCESS) {
+          guardMarker(guard, backend.readPointer(eventOut, 0) as Pointer, this.#context);
+        }
+      } catch {
+        // At the edge of the stack: the command goes on without its marker (which may leak).
+      }
+    }
+    return wait;
+  }
+
+  /** @internal `#waitList` for a mapping's unmap. */
+  static [waitListOf](
+    queue: CommandQueue,
+    events: readonly Event[],
+    fn: string,
+  ): { count: number; list: BigUint64Array | null } {
+    return queue.#waitList(events, fn);
   }
 
   /**
@@ -1145,15 +1186,19 @@ export class CommandQueue {
    */
   static [newCommand](queue: CommandQueue, after?: CallbackOutcome, quiet = false): Event {
     const seq = ++queue.#seq;
+    const handle = backend.readPointer(eventOut, 0) as Pointer;
     // Its wait list held an open user event: this command and every later one of the queue may
     // fail with it (see `behindGate`).
-    if (takeGatedWait() && (queue.#gatedFrom === 0 || queue.#gatedEpoch !== currentGateEpoch())) {
+    if (
+      commandMade(queue.#guard, handle, queue.#context) &&
+      (queue.#gatedFrom === 0 || queue.#gatedEpoch !== currentGateEpoch())
+    ) {
       queue.#gatedFrom = seq;
       queue.#gatedEpoch = currentGateEpoch();
     }
     return new Event(
       fromFactory,
-      backend.readPointer(eventOut, 0) as Pointer,
+      handle,
       queue.#context,
       after,
       queue.#tracker,
@@ -1326,7 +1371,11 @@ export class CommandQueue {
       // closed user events, past Node's 4, Deno's 32 and Bun's 256, held up every later async call
       // (test/fixtures/async-gated-waits.ts "finish").
       check("clEnqueueMarkerWithWaitList", s.clEnqueueMarkerWithWaitList(handle, 0, null, eventOut) as number);
-      const ended = this.#markerEnded(handle, backend.readPointer(eventOut, 0) as Pointer, upTo);
+      const marker = backend.readPointer(eventOut, 0) as Pointer;
+      // In its queue's guarded order as any command (see FailureGuard): later ones may wait on it.
+      // (Nothing in it throws: the marker must reach markerEnded, or it would never be released.)
+      if (this.#guard !== undefined) commandMade(this.#guard, marker, this.#context);
+      const ended = this.#markerEnded(handle, marker, upTo);
       // Not needed for the queue's sake (the marker's cl_event holds it), but release()'s promise:
       // the native release waits for a finish() in progress, and for its clFinish. At the edge of
       // the stack the tracking may throw: `ended` is awaited all the same, or its rejection went
