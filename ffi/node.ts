@@ -351,6 +351,26 @@ export const backend: Backend = {
   },
   // Workers keep a JS ledger (ffi/native-ledger.ts says why).
   memoryLedger: ledgerMaker(nativeLibrary, callback),
-  unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
-  refTimer: (timer) => (timer as unknown as { ref(): void }).ref(),
+  unrefTimer: (timer) => {
+    stackProbe(TIMER_PROBE);
+    (timer as unknown as { unref(): void }).unref();
+  },
+  refTimer: (timer) => {
+    stackProbe(TIMER_PROBE);
+    (timer as unknown as { ref(): void }).ref();
+  },
 };
+
+/**
+ * Frames probed before a timer's ref() or unref(): Node's Timeout.ref() marks the timer held before
+ * the call that counts it in the loop (incRefCount), and when that call overflowed the stack the
+ * mark stayed without the count, for good: memlife's keep-alive timer then held nothing while
+ * callbacks were owed, and the process left with a finish() unsettled (test/fixtures/stack-limit.ts
+ * "finish"). The probe throws RangeError before the timer is touched.
+ */
+const TIMER_PROBE = 8;
+
+function stackProbe(n: number): number {
+  // Not a loop: each frame must take stack. The sum keeps the calls from being folded away.
+  return n === 0 ? 0 : stackProbe(n - 1) + 1;
+}

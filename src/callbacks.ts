@@ -272,23 +272,14 @@ backend.unrefTimer(keepAlive);
  */
 export function owe(): void {
   // Counted once the timer holds the loop: at the edge of the stack the timer call may throw, and
-  // a count without it would hold nothing, or a count left over would hold the loop for ever. The
-  // stack is probed first: Node's Timeout.ref() marks the timer held before it counts it in the
-  // loop, and when that count overflowed the stack the timer held nothing, for good (the process
-  // left with waits owed; test/fixtures/stack-limit.ts "finish").
-  if (owed === 0) {
-    headroom(REF_PROBE);
-    backend.refTimer(keepAlive);
-  }
+  // a count without it would hold nothing, or a count left over would hold the loop for ever.
+  if (owed === 0) backend.refTimer(keepAlive);
   awaited[0] = ++owed;
 }
 
 export function paid(): void {
-  // Uncounted once the timer let go, for the same reasons as in owe().
-  if (owed === 1) {
-    headroom(REF_PROBE);
-    backend.unrefTimer(keepAlive);
-  }
+  // Uncounted once the timer let go, for the same reason as in owe().
+  if (owed === 1) backend.unrefTimer(keepAlive);
   awaited[0] = --owed;
 }
 
@@ -377,13 +368,6 @@ export class StatusPoll {
   }
 }
 const POLL_MS = 50;
-
-/**
- * Frames owe() and paid() probe before they (un)ref the timer: more than Node's Timeout.ref() needs
- * for the call that counts it (incRefCount). 48 frames cost an awaited write 350 ns (bench/js-cost.ts
- * "writeBuffer awaited", Node).
- */
-const REF_PROBE = 8;
 
 /** Frames the probe takes: more than Node's timer constructor and insertion need. */
 const STACK_PROBE = 48;
