@@ -11,18 +11,27 @@ afterAll(() => {
   if ("cleanup" in driver) driver.cleanup();
 });
 
-async function withFailure(name: string, fn: string): Promise<Record<string, unknown>> {
+async function withFailure(name: string, fn: string, code?: string): Promise<Record<string, unknown>> {
   if ("skip" in driver) skip(driver.skip);
   const r = await runScript(new URL("./fixtures/fault-driver.ts", import.meta.url), [name], {
     timeout: 30_000,
-    env: { OPENCL_LIBRARY: driver.path, MEMLIFE_FAIL_FN: fn, MEMLIFE_FAIL_NTH: "1" },
+    env: {
+      OPENCL_LIBRARY: driver.path,
+      MEMLIFE_FAIL_FN: fn,
+      MEMLIFE_FAIL_NTH: "1",
+      ...(code === undefined ? {} : { MEMLIFE_FAIL_CODE: code }),
+    },
   });
   const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
   assert.equal(r.timedOut, false, `hung:\n${out}`);
   assert.equal(r.signal, null, out);
   assert.equal(r.code, 0, `uncaught, or a wrong exit:\n${out}`);
   const report = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
-  assert.equal(report.injected, 1, `the driver's failure did not happen: ${out}`);
+  assert.equal(
+    code === "pocl5" ? report.injected !== 0 : report.injected === 1,
+    true,
+    `the driver's failure did not happen: ${out}`,
+  );
   assert.equal(report.live, 0, `left behind natively: ${out}`);
   assert.deepEqual(report.reported, [], out);
   return report;
@@ -74,6 +83,15 @@ describe("a driver that fails one call", () => {
       const r = await withFailure("retain", "clRetainEvent");
       assert.equal(r.threw, false, "the enqueue threw though its command ran");
       assert.equal(r.commandsInFlight, 0);
+    },
+    40_000,
+  );
+
+  test(
+    "CL_KERNEL_LOCAL_MEM_SIZE without the __local arguments (PoCL 5.0): two cl.local() of 0.6x the device's are refused before the enqueue, where PoCL aborted",
+    async () => {
+      const r = await withFailure("local-uncounted", "clGetKernelWorkGroupInfo", "pocl5");
+      assert.equal(r.threw, "RangeError");
     },
     40_000,
   );

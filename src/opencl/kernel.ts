@@ -304,6 +304,8 @@ function memoryContext(memory: Buffer | SVMAllocation): Context {
 export class Kernel extends ContextChild {
   /** The memory objects set as arguments: checked alive at enqueue, pinned by commands. */
   #args: unknown[];
+  /** The bytes of each cl.local() argument (0: not one), for `localMemoryFits`. */
+  #localBytes: number[];
   #argInfo: (ArgInfo | null)[] | undefined;
   #svmPointers: SVMAllocation[] = [];
 
@@ -346,6 +348,7 @@ export class Kernel extends ContextChild {
     readOnly(this, "program", program);
     this.#opaqueAliases = opaqueAliases;
     this.#args = new Array(numArgs).fill(undefined);
+    this.#localBytes = new Array(numArgs).fill(0);
   }
 
   /** Per-argument driver info, queried once; null entries where the driver gives none. */
@@ -460,6 +463,7 @@ export class Kernel extends ContextChild {
         check("clSetKernelArg", status, where);
       }
       this.#args[index] = value;
+      this.#notLocal(index);
       return this;
     }
     if (value instanceof LocalMemory) {
@@ -476,6 +480,7 @@ export class Kernel extends ContextChild {
       const status = s.clSetKernelArg(this.#live(), index, size, null);
       check("clSetKernelArg", status, where);
       this.#args[index] = undefined;
+      this.#localBytes[index] = size;
       this.#localFits = null; // the sum changed: asked again at the next enqueue
       return this;
     }
@@ -512,7 +517,15 @@ export class Kernel extends ContextChild {
     const status = s.clSetKernelArg(this.#live(), index, length, bytes);
     check("clSetKernelArg", status, where);
     this.#args[index] = undefined;
+    this.#notLocal(index);
     return this;
+  }
+
+  /** Argument `index` is set to something other than cl.local(). */
+  #notLocal(index: number): void {
+    if (this.#localBytes[index] === 0) return;
+    this.#localBytes[index] = 0;
+    this.#localFits = null;
   }
 
   /**
@@ -603,12 +616,17 @@ export class Kernel extends ContextChild {
    * @internal RangeError unless the kernel's local memory fits `device`'s: CL_KERNEL_LOCAL_MEM_SIZE
    * counts its own __local variables and its cl.local() arguments together. Each argument is
    * checked alone at setArg; two of 0.6x the device's, or a __local array over it, passed that and
-   * failed an assertion in PoCL 3.1 at the enqueue (the process aborted). Asked once per device
-   * until a cl.local() argument changes.
+   * failed an assertion in PoCL 3.1 at the enqueue (the process aborted). PoCL 5.0 counts no
+   * cl.local() argument in it (0 for two of 0.6x, on the GPU machine), and aborts the same way: an
+   * answer below the arguments' own sum has them added. Asked once per device until a cl.local()
+   * argument changes.
    */
   static [localMemoryFits](kernel: Kernel, device: Device): void {
     if (kernel.#localFits === device) return;
-    const used = kernel.#workGroupInfo(device, KernelWorkGroupInfo.LOCAL_MEM_SIZE);
+    const reported = kernel.#workGroupInfo(device, KernelWorkGroupInfo.LOCAL_MEM_SIZE);
+    let args = 0;
+    for (const bytes of kernel.#localBytes) args += bytes;
+    const used = reported < args ? reported + args : reported;
     if (used > device.localMemSize) {
       throw new RangeError(
         `kernel "${kernel.name}" needs ${used} bytes of local memory (its __local variables and cl.local() arguments together), more than the device's ${device.localMemSize}`,

@@ -58,3 +58,24 @@ CL_API_ENTRY cl_int CL_API_CALL clRetainEvent(cl_event event) {
   PASS_OR_FAIL(clRetainEvent);
   return ((cl_int(*)(cl_event))next(__func__))(event);
 }
+
+/*
+ * With MEMLIFE_FAIL_FN=clGetKernelWorkGroupInfo and MEMLIFE_FAIL_CODE=pocl5, CL_KERNEL_LOCAL_MEM_SIZE
+ * answers as PoCL 5.0 does on the GPU machine: 0 for a kernel whose local memory is all __local
+ * arguments (it counts none of them), every call (each counted as a failure).
+ */
+CL_API_ENTRY cl_int CL_API_CALL clGetKernelWorkGroupInfo(cl_kernel kernel, cl_device_id device,
+                                                         cl_kernel_work_group_info what, size_t size, void *value,
+                                                         size_t *size_ret) {
+  const char *name = getenv("MEMLIFE_FAIL_FN"), *code = getenv("MEMLIFE_FAIL_CODE");
+  if (name != NULL && strcmp(name, __func__) == 0 && code != NULL && strcmp(code, "pocl5") == 0 &&
+      what == CL_KERNEL_LOCAL_MEM_SIZE && size >= sizeof(cl_ulong) && value != NULL) {
+    failures++;
+    *(cl_ulong *)value = 0;
+    if (size_ret != NULL) *size_ret = sizeof(cl_ulong);
+    return CL_SUCCESS;
+  }
+  PASS_OR_FAIL(clGetKernelWorkGroupInfo);
+  return ((cl_int(*)(cl_kernel, cl_device_id, cl_kernel_work_group_info, size_t, void *, size_t *))next(__func__))(
+      kernel, device, what, size, value, size_ret);
+}
