@@ -142,7 +142,13 @@ describe("OpenCL: memory of commands pending behind a user event, under forced G
 
 describe("OpenCL: device selection by environment", () => {
   test("MEMLIFE_OPENCL_PLATFORM / MEMLIFE_OPENCL_DEVICE by index and case-insensitive substring; a selector matching nothing is a RangeError listing what there is", async () => {
-    const plain = await child(openclFixture, ["select"], {}, 30_000);
+    // Empty reads as unset: the GPU machine's PoCL pass sets MEMLIFE_OPENCL_PLATFORM for every test.
+    const plain = await child(
+      openclFixture,
+      ["select"],
+      { MEMLIFE_OPENCL_PLATFORM: "", MEMLIFE_OPENCL_DEVICE: "" },
+      30_000,
+    );
     const all = plain.all as { platform: string; devices: string[] }[];
     const first = all.find((p) => p.devices.length > 0)!;
     assert.equal(plain.device, first.devices[0], "no variable: the first device of the first platform with one");
