@@ -452,6 +452,16 @@ describe("user events released without a status", () => {
   }
 });
 
+describe("a user event failed while a command before its waiter completes on a driver thread", () => {
+  test(
+    "3000 times, every object kept: no abort, no crash, every gated write failed, nothing left (child process)",
+    async () => {
+      await expectOk("failed-gate-race.ts", ["3000"], 60_000);
+    },
+    70_000,
+  );
+});
+
 describe("a command that fails while another event it waits on has not ended", () => {
   for (const how of ["pred", "list", "cross", "running", "crossrun"]) {
     test(
