@@ -40,7 +40,6 @@ const userKind = childKind({
   releaseFn: "clReleaseEvent",
   retain: (handle) => symbols.clRetainEvent(handle),
   release: (handle) => {
-    if (releaseDeferred(handle, true)) return OpenCLStatus.CL_SUCCESS;
     abandon(handle);
     closeGate(handle);
     return symbols.clReleaseEvent(handle);
@@ -72,8 +71,6 @@ let gateEpoch = 0;
 let gatedWait = false;
 
 function closeGate(handle: Pointer): void {
-  // A failure memlife holds back (see `deferFailure`) is not the driver's yet: still open there.
-  if (deferred.size !== 0 && deferred.has(handle)) return;
   if (openGates.delete(handle) && openGates.size === 0) gateEpoch++;
 }
 
@@ -253,109 +250,6 @@ function drainGuards(): void {
 }
 
 /**
- * PoCL before 7.0's successor's fix (PR #2214) lets go of a command's lock while it fails it for a
- * failed user event (`pocl_update_event_failed`), and another event the command waits on, ending
- * on a driver thread in that window, submits it: the command is then both failed and run
- * (`pocl_update_event_running_unlocked: Assertion`, SIGSEGV; test/fixtures/failed-gate-race.ts). So
- * on PoCL, `setStatus(negative)` of a user event some guarded command waits on is passed to the
- * driver only once nothing else those commands wait on can end meanwhile: each is ended and was
- * seen so a poll before, or is queued behind an open user event (which only this thread sets).
- * Until then `status` answers the status given, a wait list naming it is refused as for a failed
- * event, and its last release waits for the driver's turn; the commands behind it fail a poll or a
- * few later.
- */
-interface DeferredFailure {
-  status: number;
-  context: Context;
-  /** Native releases that wait for the native status (the program's last, or the safety net's). */
-  releases: number;
-  /** When each event it had to wait for was first seen ended. */
-  seen: Map<Pointer, number>;
-}
-const deferred = new Map<Pointer, DeferredFailure>();
-
-/** Whether the event `handle` (a guard's entry `entry`, if it is one) was seen ended at an earlier poll. */
-function endedEarlier(handle: Pointer, entry: GuardEntry | undefined, seen: Map<Pointer, number>): boolean {
-  if (entry !== undefined && entry.endedTick >= 0) return entry.endedTick < guardTick;
-  const at = seen.get(handle);
-  if (at !== undefined) return at < guardTick;
-  if (statusOf(handle) > 0) return false;
-  seen.set(handle, guardTick);
-  return false;
-}
-
-/** Whether guard entry `entries[i]` is queued behind an open user event (`gate`, failing, counts). */
-function heldBack(entries: GuardEntry[], i: number, gate: Pointer): boolean {
-  for (; i >= 0; i--) {
-    const e = entries[i];
-    if (e.endedTick >= 0 || statusOf(e.handle) !== ExecutionStatus.QUEUED) return false;
-    if (e.gates !== null && e.gates.some((g) => g === gate || openGates.has(g))) return true;
-  }
-  return false;
-}
-
-/** Whether `gate` can fail now: nothing a guarded command waiting on it also waits on can end meanwhile. */
-function canFail(gate: Pointer, seen: Map<Pointer, number>): boolean {
-  for (const guard of guards) {
-    const entries = guard.entries;
-    for (let i = 0; i < entries.length; i++) {
-      const e = entries[i];
-      if (e.gates === null || !e.gates.includes(gate) || e.endedTick >= 0) continue;
-      // The command before it in its queue (the ones drained before it ended a poll ago or more).
-      if (i > 0 && !endedEarlier(entries[i - 1].handle, entries[i - 1], seen) && !heldBack(entries, i - 1, gate)) {
-        return false;
-      }
-      if (e.cross !== null && !e.cross.every((c) => endedEarlier(c, undefined, seen))) return false;
-    }
-  }
-  return true;
-}
-
-/**
- * @internal For `setStatus(status)`, status negative, of a user event on a PoCL context: true when
- * its native status is held back (see DeferredFailure), false when it can be passed on now.
- */
-function deferFailure(handle: Pointer, status: number, context: Context): boolean {
-  if (guards.size === 0 || !guardsFailures(context.devices[0])) return false;
-  const seen = new Map<Pointer, number>();
-  if (canFail(handle, seen)) return false;
-  deferred.set(handle, { status, context, releases: 0, seen });
-  poll.start();
-  return true;
-}
-
-/** The poll's turn: the held-back failures that can go now go to the driver. */
-function passDeferred(): void {
-  const lib = opencl().symbols;
-  for (const [handle, d] of deferred) {
-    if (!canFail(handle, d.seen)) continue;
-    deferred.delete(handle);
-    lib.clSetUserEventStatus(handle, d.status);
-    closeGate(handle);
-    if (d.releases > 0) {
-      for (let i = 0; i < d.releases; i++) lib.clReleaseEvent(handle);
-      cls.disown(d.context);
-    }
-  }
-}
-
-/** The failure memlife holds back for user event `handle`, if any. */
-function deferredStatus(handle: Pointer): number | undefined {
-  return deferred.size !== 0 ? deferred.get(handle)?.status : undefined;
-}
-
-/**
- * A native release of a user event whose failure is held back: it waits for the native status, the
- * context with it (`adopt`: the caller disowns it now, as the safety net does). True when so.
- */
-function releaseDeferred(handle: Pointer, adopt: boolean): boolean {
-  const d = deferred.size !== 0 ? deferred.get(handle) : undefined;
-  if (d === undefined) return false;
-  if (d.releases++ === 0 && adopt) cls.adopt(d.context);
-  return true;
-}
-
-/**
  * A user event whose last reference goes while it has no status can never complete: nobody holds
  * it to call clSetUserEventStatus any more. OpenCL keeps such an event until it completes, the
  * commands waiting on it wait for ever, and NVIDIA's final clReleaseContext waits for it for ever
@@ -364,7 +258,6 @@ function releaseDeferred(handle: Pointer, adopt: boolean): boolean {
  * error, and the driver can let the event and the context go.
  */
 function abandon(handle: Pointer): void {
-  if (deferredStatus(handle) !== undefined) return; // failed already, held back
   const s = opencl().symbols;
   let unset = true;
   try {
@@ -519,8 +412,6 @@ export class Event {
         closeGate(handle);
       }
       net.remove(this);
-      // Its failure held back (see DeferredFailure): released natively after it, context and all.
-      if (this.#kind === userKind && releaseDeferred(handle, false)) return;
       if (
         openGates.size !== 0 && tracker !== undefined && tracker.behindGate(this.#seq) &&
         keptUntilEnded(handle, this.#context)
@@ -554,8 +445,6 @@ export class Event {
    * JS thread (it read COMPLETE while the memory was not freed yet).
    */
   get status(): number {
-    const held = deferredStatus(this.#live());
-    if (held !== undefined) return held;
     const status = infoU32(
       "clGetEventInfo",
       opencl().symbols.clGetEventInfo,
@@ -633,11 +522,6 @@ export class UserEvent extends Event {
       0,
     );
     const handle = Event[handleOf](this);
-    // Set once, as the driver answers a second call.
-    if (deferredStatus(handle) !== undefined) {
-      throw new OpenCLError("clSetUserEventStatus", OpenCLStatus.CL_INVALID_OPERATION);
-    }
-    if (value < 0 && deferFailure(handle, value, Event[contextOf](this))) return;
     check("clSetUserEventStatus", opencl().symbols.clSetUserEventStatus(handle, value));
     closeGate(handle);
   }
@@ -711,7 +595,6 @@ function keptUntilEnded(handle: Pointer, context: Context): boolean {
 
 function pollWaits(): boolean {
   const lib = opencl().symbols;
-  if (deferred.size !== 0) passDeferred();
   if (guards.size !== 0) drainGuards();
   waits.forEach((wait, id) => {
     if (!wait.dropped) {
@@ -737,7 +620,7 @@ function pollWaits(): boolean {
     lib.clReleaseEvent(stray.handle);
     cls.disown(stray.context);
   }
-  return waits.size > 0 || strays.length > 0 || guards.size > 0 || deferred.size > 0;
+  return waits.size > 0 || strays.length > 0 || guards.size > 0;
 }
 
 const waitTrampoline = trampolines.eventWait((event, status, id) => {
@@ -913,8 +796,7 @@ export function waitHandles(events: readonly Event[], fn: string): { count: numb
   const getInfo = opencl().symbols.clGetEventInfo;
   for (let i = 0; i < events.length; i++) {
     const handle = Event[handleOf](events[i]);
-    const status = deferredStatus(handle) ??
-      (infoU32("clGetEventInfo", getInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0);
+    const status = infoU32("clGetEventInfo", getInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
     if (status < 0) {
       throw new OpenCLError(
         fn,
