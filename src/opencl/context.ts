@@ -223,10 +223,8 @@ export class Context {
    * released while commands use it counts until the last of them completed (memlife frees it
    * then); one given to `enqueueSVMFree` stops counting once the free is enqueued, though the
    * memory goes back only when that command runs (its event counts until released, like any event).
-   * A command's event released while a user event is alive with no status, and enqueued behind a
-   * command of its queue that waits on one, counts until its command ended (PoCL 3.1 aborts when
-   * the gate then fails: README, Measured facts). The references memlife holds on PoCL to commands
-   * around a failed one (FailureGuard, event.ts) are not counted.
+   * The references memlife holds on PoCL to commands that may fail with a user event (FailureGuard,
+   * event.ts; README, Measured facts) are not counted.
    */
   get liveObjects(): number {
     return this.#children - this.#guardHeld;

@@ -47,13 +47,9 @@ const userKind = childKind({
 }, (event: Event) => Event[finalizerState](event));
 
 /**
- * The user events alive with no status yet, by handle. While there is one, the last release of a
- * command's event whose command has not ended keeps the cl_event (and the context) until it has,
- * for the poll to release: PoCL 3.1 aborts the process when a user event fails while a command
- * queued behind it, through its wait list or only through its in-order queue, has had its event
- * released (README, Measured facts; test/differential/pocl-failed-gate.c), and a program that
- * releases an SVM free's or a marker's event right after the enqueue, behind a gate that then
- * fails, is an ordinary one. With no user event open, a release costs one `size` read more.
+ * The user events alive with no status yet, by handle: while there is one, any queued command may
+ * still fail (SVM frees are watched then, see queue.ts `#freeList`), and on PoCL a wait list that
+ * names one makes its command guarded (see FailureGuard).
  */
 const openGates = new Set<Pointer>();
 
@@ -65,18 +61,11 @@ export function userEventsOpen(): boolean {
   return openGates.size !== 0;
 }
 
-/** Advances each time the last open user event gets its status: a queue's gate from before is over. */
-let gateEpoch = 0;
 /** The last wait list built (`waitHandles`) held an open user event; taken by the next command. */
 let gatedWait = false;
 
 function closeGate(handle: Pointer): void {
-  if (openGates.delete(handle) && openGates.size === 0) gateEpoch++;
-}
-
-/** @internal The epoch a queue's first gated command belongs to (see `CommandTracker.behindGate`). */
-export function currentGateEpoch(): number {
-  return gateEpoch;
+  openGates.delete(handle);
 }
 
 /**
@@ -149,16 +138,15 @@ export function gatedWaitPending(): boolean {
 }
 
 /**
- * @internal For the command whose event `handle` was just made on a queue: whether its wait list
- * held an open user event (or a guarded command: see `behindGate`), and, with the queue's `guard`
- * (PoCL), the guard taken when that wait list was gated or the queue has guarded commands.
+ * @internal For the command whose event `handle` was just made on a queue: with the queue's `guard`
+ * (PoCL), guarded when its wait list held an open user event or a guarded command, or when the
+ * queue has guarded commands.
  */
-export function commandMade(guard: FailureGuard | undefined, handle: Pointer, context: Context): boolean {
+export function commandMade(guard: FailureGuard | undefined, handle: Pointer, context: Context): void {
   const gated = gatedWait;
   gatedWait = false;
   if (guard !== undefined && (gated || guard.entries.length !== 0)) guardCommand(guard, handle, context);
   else if (pendingCross !== null || pendingGates !== null) dropPending();
-  return gated;
 }
 
 function guardCommand(guard: FailureGuard, handle: Pointer, context: Context): void {
@@ -280,11 +268,6 @@ export interface CommandTracker {
   flush(): void;
   /** Whether the queue still holds its own native reference (not released yet). */
   open(): boolean;
-  /**
-   * Whether command number `seq` may be behind a user event still open: it comes at or after the
-   * queue's first command whose wait list held one, since the last user event then open settled.
-   */
-  behindGate(seq: number): boolean;
 }
 
 /**
@@ -412,10 +395,6 @@ export class Event {
         closeGate(handle);
       }
       net.remove(this);
-      if (
-        openGates.size !== 0 && tracker !== undefined && tracker.behindGate(this.#seq) &&
-        keptUntilEnded(handle, this.#context)
-      ) return;
     } else net.renew(this);
     const status = this.#quiet && tracker !== undefined && tracker.open()
       ? unguarded.clReleaseEvent(handle)
@@ -568,30 +547,6 @@ const strays: { handle: Pointer; context: Context; adopted: boolean }[] = [];
  * runs no SVM free callback then (see svm.ts `watchFailure`). The timer holds nothing: `owe()` does.
  */
 const poll = new StatusPoll(pollWaits);
-
-/**
- * A command's event at its last release while a user event is open (see `openGates`): kept, with
- * the context its Event adopted, until the command ended, when the poll releases it. False (release
- * it now) once the command ended, or when its status cannot be read.
- */
-function keptUntilEnded(handle: Pointer, context: Context): boolean {
-  let status: number;
-  try {
-    status = infoU32("clGetEventInfo", opencl().symbols.clGetEventInfo, handle, EventInfo.COMMAND_EXECUTION_STATUS) | 0;
-  } catch {
-    return false;
-  }
-  if (status <= 0) return false;
-  // An element store makes no call: at the edge of the stack the poll may not start, and then the
-  // next wait's poll takes it.
-  strays[strays.length] = { handle, context, adopted: true };
-  try {
-    poll.start();
-  } catch {
-    // See above.
-  }
-  return true;
-}
 
 function pollWaits(): boolean {
   const lib = opencl().symbols;

@@ -47,7 +47,6 @@ import { Buffer } from "./buffer.ts";
 import {
   commandMade,
   type CommandTracker,
-  currentGateEpoch,
   Event,
   FailureGuard,
   gatedWaitPending,
@@ -538,9 +537,6 @@ export class CommandQueue {
   #calls = new Set<Promise<void>>();
   /** Commands enqueued so far: each event carries its number (the queue is in order). */
   #seq = 0;
-  /** The first command, in `#gatedEpoch`, whose wait list held an open user event; 0 for none. */
-  #gatedFrom = 0;
-  #gatedEpoch = 0;
   /** Pins of commands not yet known to be complete, oldest first. */
   #pins: Pin[] = [];
   /** Waits in progress on this queue's events, and the newest command they cover. */
@@ -1197,15 +1193,8 @@ export class CommandQueue {
   static [newCommand](queue: CommandQueue, after?: CallbackOutcome, quiet = false): Event {
     const seq = ++queue.#seq;
     const handle = backend.readPointer(eventOut, 0) as Pointer;
-    // Its wait list held an open user event: this command and every later one of the queue may
-    // fail with it (see `behindGate`).
-    if (
-      commandMade(queue.#guard, handle, queue.#context) &&
-      (queue.#gatedFrom === 0 || queue.#gatedEpoch !== currentGateEpoch())
-    ) {
-      queue.#gatedFrom = seq;
-      queue.#gatedEpoch = currentGateEpoch();
-    }
+    // On PoCL, guarded when it may fail with a user event (see FailureGuard).
+    commandMade(queue.#guard, handle, queue.#context);
     return new Event(
       fromFactory,
       handle,
@@ -1289,8 +1278,6 @@ export class CommandQueue {
       CommandQueue[completedThrough](this, seq, completed);
     },
     open: () => this.#handle !== null,
-    behindGate: (seq) =>
-      userEventsOpen() && this.#gatedFrom !== 0 && this.#gatedEpoch === currentGateEpoch() && seq >= this.#gatedFrom,
     flush: () => {
       // A released queue was flushed by its release (clReleaseCommandQueue flushes).
       if (this.#handle !== null) check("clFlush", opencl().symbols.clFlush(this.#handle));
