@@ -86,7 +86,13 @@ function closeGate(handle: Pointer): void {
 export class FailureGuard {
   /** The queue's guarded commands in enqueue order; the first is the marker before the first gated one. */
   readonly entries: GuardEntry[] = [];
+  constructor() {
+    anyGuard = true;
+  }
 }
+
+/** A queue with a FailureGuard was made: until then no wait list needs references taken for one. */
+let anyGuard = false;
 
 interface GuardEntry {
   handle: Pointer;
@@ -763,8 +769,9 @@ export function waitHandles(events: readonly Event[], fn: string): { count: numb
     if (openGates.has(handle) || (guarded.size !== 0 && guarded.has(handle))) gatedWait = true;
   }
   if (pendingCross !== null || pendingGates !== null) dropPending();
-  // Its command may be guarded (see FailureGuard): what the guard needs, taken now.
-  if (gatedWait || guards.size !== 0) {
+  // Its command may be guarded (see FailureGuard): what the guard needs, taken now. Not where no
+  // queue has a guard (NVIDIA): a retain and a release per listed event for nothing.
+  if (anyGuard && (gatedWait || guards.size !== 0)) {
     const s = opencl().symbols;
     for (const h of handles) {
       if (openGates.has(h)) (pendingGates ??= []).push(h);
