@@ -38,7 +38,7 @@ import type {
 import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
 import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
-import { pointable } from "./views.ts";
+import { ownBytes, pointable } from "./views.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
 
 /** How every message of this backend starts. */
@@ -538,7 +538,10 @@ function plainCallback(def: CallbackDef, fn: (...args: never[]) => unknown): Cal
 function pointerOf(view: ArrayBufferView): Pointer {
   // Materialising the ArrayBuffer moves an on-heap typed array's bytes off the V8 heap for good.
   pointable(view, PREFIX);
-  const pointer = Deno.UnsafePointer.of(view);
+  // Of a view of memlife's own: Deno.UnsafePointer.of asks the view's prototype chain and reads its
+  // `length`, and a Proxy there ran the program's code with an SVM memcpy's other pointer taken (a
+  // release there had the copy write into freed memory: SIGSEGV).
+  const pointer = Deno.UnsafePointer.of(ownBytes(view));
   if (pointer === null) throw new RangeError(`${PREFIX}pointerOf: the view has no memory to point to`);
   return pointer as unknown as Pointer;
 }

@@ -11,6 +11,8 @@ import {
   dataViewBuffer,
   dataViewLength,
   detached,
+  isDataView,
+  isShared,
   typedArrayBuffer,
   typedArrayLength,
   typedArrayPrototype,
@@ -214,7 +216,7 @@ export function isResizable(view: ArrayBufferView): boolean {
 }
 
 function resizable(buffer: ArrayBufferLike): boolean {
-  const accessor = buffer instanceof SharedArrayBuffer ? sharedGrowable : arrayBufferResizable;
+  const accessor = isShared(buffer) ? sharedGrowable : arrayBufferResizable;
   return accessor !== undefined && accessor.call(buffer) === true;
 }
 
@@ -237,7 +239,7 @@ const pinnable = new WeakSet<ArrayBufferView>();
  */
 export function memoryBytes(value: unknown, what: string, pinned: boolean): number {
   if (!ArrayBuffer.isView(value)) throw notMemory(value, what);
-  if (value instanceof DataView) return dataViewBytes(value, what, pinned);
+  if (isDataView(value)) return dataViewBytes(value, what, pinned);
   // Each accessor once (3-9 ns each on V8, bench/js-cost.ts "hostPtr memlife"): a detached typed
   // array reads 0 bytes, so one that has bytes needs no detached check.
   if (pinned && pinnable.has(value)) {

@@ -617,6 +617,14 @@ describe("arguments whose accessors run code", () => {
     60_000,
   );
 
+  test(
+    "views with a Proxy in their prototype chain: a getPrototypeOf trap that releases what the call uses ends in ReleasedError; unmap() reads no property of the program's (child process)",
+    async () => {
+      await expectOk("robust-prototype-traps.ts", [], 120_000);
+    },
+    150_000,
+  );
+
   test("readBuffer without a target reads its offset once: the size it allocates and the read agree", async () => {
     const ctx = cl.createContext();
     const queue = ctx.createCommandQueue();

@@ -1,5 +1,6 @@
 /** Command queues: reads, writes, SVM frees, finish. Nothing here blocks the JS thread. */
 import type { Pointer } from "../../ffi/types.ts";
+import { arrayBufferDetached } from "../../ffi/views.ts";
 import {
   type CallbackOutcome,
   defer,
@@ -371,6 +372,10 @@ const mappingNet = new SafetyNet<MappingHeld, SVMMapping>(({ queue, allocation, 
   }
 }, (mapping) => SVMMapping[finalizerState](mapping));
 
+/** ArrayBuffer.prototype.transfer (ES2024), where the engine has it: what `unmap()` detaches with. */
+const arrayBufferTransfer = (ArrayBuffer.prototype as { transfer?: (this: ArrayBuffer, length: number) => ArrayBuffer })
+  .transfer;
+
 /** One mapping of `allocation` less. */
 function unmapped(allocation: SVMAllocation): void {
   const left = (mappedCount.get(allocation) ?? 1) - 1;
@@ -478,12 +483,16 @@ export class SVMMapping {
     mappingNet.remove(this);
     unmapped(this.#allocation);
     // Detaching (transfer to a new empty buffer) leaves the native memory as it is.
-    const buffer = this.#buffer as
-      | (ArrayBuffer & { transfer?: (length: number) => ArrayBuffer; detached?: boolean })
-      | undefined;
+    const buffer = this.#buffer;
     this.#buffer = undefined;
     // Transferred away by the program already: that ArrayBuffer is beyond reach (README, Lifetimes).
-    if (buffer !== undefined && buffer.detached !== true && typeof buffer.transfer === "function") buffer.transfer(0);
+    // The engine's own `detached` and `transfer`, not the ArrayBuffer's: the program can give it
+    // its own, and code of the program's run here, with the unmap enqueued and its event not yet
+    // read from the shared scratch, had a command it enqueued taken for the unmap (its event
+    // wrapped twice: SIGSEGV; test/fixtures/robust-prototype-traps.ts).
+    if (buffer !== undefined && arrayBufferTransfer !== undefined && arrayBufferDetached?.call(buffer) !== true) {
+      arrayBufferTransfer.call(buffer, 0);
+    }
     const event = CommandQueue[newCommand](queue);
     // The map counted as a use of the allocation: the unmap's pin takes it over.
     CommandQueue[pinCommand](queue, event, [this.#allocation], undefined);
