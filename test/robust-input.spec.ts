@@ -5,7 +5,7 @@
  * their children; memory native code keeps that is resizable or detached.
  */
 import { afterAll as after, describe, test } from "vitest";
-import { assert, runScript, skip } from "./helpers.ts";
+import { assert, runScript, skip, sleep } from "./helpers.ts";
 import { cl, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
 import { backend } from "../src/backend.ts";
 import { embree } from "../src/embree/native.ts";
@@ -760,6 +760,26 @@ describe("use after release and double release, every kind of object", () => {
     released("retain", () => q.retain());
     await assert.rejects(q.finish(), ReleasedError);
     await assert.rejects(q.readBuffer(buf), ReleasedError);
+  });
+
+  test("queue with a mapping: a second release() is a no-op and leaves the mapping's reference, as the first does", async () => {
+    if (!ctx.devices[0].svm.coarseGrainBuffer) skip("no SVM on this device");
+    const c = cl.createContext();
+    const q = c.createCommandQueue();
+    const a = c.svmAlloc(4096);
+    const mapping = await q.mapSVM(a);
+    q.release();
+    q.release(); // the program's second release: before, it took the mapping's reference
+    q[Symbol.dispose]();
+    const unmapped = mapping.unmap(); // before: ReleasedError, and the allocation stayed in use for good
+    await unmapped.wait();
+    unmapped.release();
+    a.release();
+    // The unmap's pin is let go once memlife sees it complete; the queue's native release runs off the JS thread.
+    for (let i = 0; i < 100 && c.liveObjects > 0; i++) await sleep(20);
+    assert.equal(c.liveObjects, 0, "the allocation or the queue is still held");
+    assert.equal(q.alive, false);
+    c.release();
   });
 
   test("buffer", async () => {

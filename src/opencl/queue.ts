@@ -539,7 +539,14 @@ export class CommandQueue {
   #handle: Pointer | null;
   /** The native queue, kept after the program's last release() for [callbackQueue]. */
   readonly #native: Pointer;
+  /** The program's references (the create and each retain()), each dropped by one release(). */
   #refs = 1;
+  /**
+   * The mappings' references (one per mapping until its unmap), apart from the program's: a
+   * release() past the program's own was taken from them, and the mapping could not unmap (its
+   * allocation was in use for good).
+   */
+  #held = 0;
   /** What the native release waits for: onFree callbacks done (async ones settled), finish() calls in progress. */
   #pending = new Set<Promise<unknown>>();
   /** onFree callbacks not called yet, for finish(). */
@@ -597,7 +604,11 @@ export class CommandQueue {
   /** @internal What the safety net registers (see `finalizerState`). */
   static [finalizerState](commandQueue: CommandQueue): { handle: Pointer; context: Context; refs: number } | undefined {
     if (commandQueue.#handle === null) return undefined;
-    return { handle: commandQueue.#handle, context: commandQueue.#context, refs: commandQueue.#refs };
+    return {
+      handle: commandQueue.#handle,
+      context: commandQueue.#context,
+      refs: commandQueue.#refs + commandQueue.#held,
+    };
   }
 
   get alive(): boolean {
@@ -1450,14 +1461,15 @@ export class CommandQueue {
   }
 
   retain(): this {
-    CommandQueue[retainOf](this);
+    CommandQueue[retainOf](this, false);
     return this;
   }
 
-  /** @internal `retain()` through the class: a mapping's reference (see `retainOf`). */
-  static [retainOf](queue: CommandQueue): void {
+  /** @internal `retain()` through the class: a mapping's reference unless `mapping` is false. */
+  static [retainOf](queue: CommandQueue, mapping = true): void {
     check("clRetainCommandQueue", opencl().symbols.clRetainCommandQueue(CommandQueue[handleOf](queue)));
-    queue.#refs++;
+    if (mapping) queue.#held++;
+    else queue.#refs++;
     net.renew(queue);
   }
 
@@ -1466,14 +1478,24 @@ export class CommandQueue {
    * off the JS thread (OpenCL may finish the queue inside it, which can wait on callback threads).
    */
   release(): void {
-    CommandQueue[releaseOf](this);
+    CommandQueue[releaseOf](this, false);
   }
 
-  /** @internal `release()` through the class (see `retainOf`). */
-  static [releaseOf](queue: CommandQueue): void {
+  /**
+   * @internal `release()` through the class (see `retainOf`): a mapping's reference unless
+   * `mapping` is false. One with none left to drop does nothing.
+   */
+  static [releaseOf](queue: CommandQueue, mapping = true): void {
     const handle = queue.#handle;
     if (handle === null) return;
-    const last = --queue.#refs === 0;
+    if (mapping) {
+      if (queue.#held === 0) return;
+      queue.#held--;
+    } else {
+      if (queue.#refs === 0) return;
+      queue.#refs--;
+    }
+    const last = queue.#refs === 0 && queue.#held === 0;
     if (last) {
       queue.#handle = null;
       net.remove(queue);
