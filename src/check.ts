@@ -229,6 +229,16 @@ function resizable(buffer: ArrayBufferLike): boolean {
 const pinnable = new WeakSet<ArrayBufferView>();
 
 /**
+ * Set once memory that can be freed under a view exists (SVM memory as an ArrayBuffer,
+ * src/opencl/svm-memory.ts): throws for a view of memory the program gave up. Until then, one
+ * read of an `undefined` per view.
+ */
+let freedMemoryCheck: ((view: ArrayBufferView) => void) | undefined;
+export function checkFreedMemory(check: (view: ArrayBufferView) => void): void {
+  freedMemoryCheck = check;
+}
+
+/**
  * The length in bytes of `value`, an ArrayBufferView native code may read or write, as the engine
  * knows it. TypeError for anything else, and for a view whose ArrayBuffer is detached. `pinned`:
  * native code keeps the pointer after the call returns (hostPtr "use", an enqueued read or write),
@@ -239,6 +249,7 @@ const pinnable = new WeakSet<ArrayBufferView>();
  */
 export function memoryBytes(value: unknown, what: string, pinned: boolean): number {
   if (!ArrayBuffer.isView(value)) throw notMemory(value, what);
+  if (freedMemoryCheck !== undefined) freedMemoryCheck(value);
   if (isDataView(value)) return dataViewBytes(value, what, pinned);
   // Each accessor once (3-9 ns each on V8, bench/js-cost.ts "hostPtr memlife"): a detached typed
   // array reads 0 bytes, so one that has bytes needs no detached check.

@@ -63,6 +63,8 @@ export const commandHandle: unique symbol = Symbol("memlife.commandHandle");
 export const sizeOf: unique symbol = Symbol("memlife.sizeOf");
 /** SVMAllocation (static): the SVM pointer of a live allocation. */
 export const svmPointer: unique symbol = Symbol("memlife.svmPointer");
+/** SVMAllocation (static): whether it is still the program's, neither released nor handed to a free. */
+export const holdsMemory: unique symbol = Symbol("memlife.holdsMemory");
 /** SVMAllocation (static): its size in bytes, from the private field (an own `size` may lie). */
 export const svmSize: unique symbol = Symbol("memlife.svmSize");
 /** SVMAllocation (static): the SVM pointer as an address, from the private field (an own `address` may lie). */

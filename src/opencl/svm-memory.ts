@@ -8,7 +8,9 @@
  */
 import { viewBuffer } from "../../ffi/views.ts";
 import { classes } from "./classes.ts";
-import { unuseSVM, useSVM } from "../internal.ts";
+import { holdsMemory, unuseSVM, useSVM } from "../internal.ts";
+import { checkFreedMemory } from "../check.ts";
+import { ReleasedError } from "../errors.ts";
 import type { SVMAllocation } from "./svm.ts";
 
 // Classes this module cannot import (see classes.ts), read at each call.
@@ -29,13 +31,32 @@ export function svmArrayBuffer(
   keeps: object = allocation,
 ): ArrayBuffer {
   owners.set(buffer, { allocation, keeps });
+  if (!anyMade) checkFreedMemory(refuseFreed);
   anyMade = true;
   return buffer;
 }
 
+/**
+ * A view of an allocation's memory kept after the program released the allocation, or handed it
+ * to `enqueueSVMFree`: no native call may take it (memlife cannot detach the views it handed
+ * out). Taken, a read or write touched freed memory, given back to the system (SIGSEGV) or to the
+ * next allocation (a silent wrong answer). Asked of every view native code is given
+ * (`memoryBytes`), and again right before a command pins the allocations behind its views.
+ */
+function refuseFreed(view: ArrayBufferView): void {
+  const owner = owners.get(viewBuffer(view));
+  if (owner !== undefined && !cls.SVMAllocation[holdsMemory](owner.allocation)) {
+    throw new ReleasedError(
+      "SVMAllocation behind this view (released, or handed to enqueueSVMFree: its memory is not the program's any more)",
+    );
+  }
+}
+
 /** The allocation whose memory `view` is, if any. */
 export function allocationBehind(view: ArrayBufferView): SVMAllocation | undefined {
-  return anyMade ? owners.get(viewBuffer(view))?.allocation : undefined;
+  if (!anyMade) return undefined;
+  refuseFreed(view);
+  return owners.get(viewBuffer(view))?.allocation;
 }
 
 /**

@@ -31,6 +31,7 @@ import {
   fromFactory,
   genuine,
   handleOf,
+  holdsMemory,
   nativeHandle,
   notByNew,
   reclaim,
@@ -268,6 +269,11 @@ export class SVMAllocation {
    * @internal The SVM pointer, through the class, for an allocation the caller brand-checked (see
    * Buffer's `commandHandle`).
    */
+  /** @internal Neither released nor handed to a free (see svm-memory.ts, `refuseFreed`). */
+  static [holdsMemory](allocation: SVMAllocation): boolean {
+    return allocation.#pointer !== null;
+  }
+
   static [svmPointer](allocation: SVMAllocation): Pointer {
     if (allocation.#pointer === null) throw new ReleasedError("SVMAllocation");
     return allocation.#pointer;
