@@ -584,6 +584,26 @@ describe("options are own properties of plain objects, booleans are booleans", (
     ]);
     scene.release();
   });
+
+  test("addTriangleMesh asks no Proxy in the prototype chain of the indices' ArrayBuffer (it could release the scene)", () => {
+    // Before, `instanceof SharedArrayBuffer` ran the Proxy's getPrototypeOf trap inside the call.
+    const scene = rtcDevice.newScene();
+    const indices = new Uint32Array([0, 1, 2]);
+    let asked = 0;
+    Object.setPrototypeOf(
+      indices.buffer,
+      new Proxy(ArrayBuffer.prototype, {
+        getPrototypeOf(target) {
+          asked++;
+          scene.release();
+          return Reflect.getPrototypeOf(target);
+        },
+      }),
+    );
+    const id = scene.addTriangleMesh(new Float32Array([0, 0, 0, 1, 0, 0, 0, 1, 0]), indices);
+    assert(asked === 0 && id === 0, `trap asked ${asked} times, geometry ${id}`);
+    scene.release();
+  });
 });
 
 describe("a list is read once, and its length must be an array's", () => {

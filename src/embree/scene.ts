@@ -4,6 +4,7 @@ import { backend } from "../backend.ts";
 import { finalizerState, reportCallbackError, SafetyNet } from "../callbacks.ts";
 import { EmbreeError, ReleasedError } from "../errors.ts";
 import { integer, ownView, show, viewBuffer } from "../check.ts";
+import { isShared } from "../../ffi/views.ts";
 import {
   BUFFER_TYPE_INDEX,
   BUFFER_TYPE_VERTEX,
@@ -246,7 +247,7 @@ export class Scene {
     if (state.monitor !== null) {
       v = new Float32Array(v);
       ix = new Uint32Array(ix);
-    } else if (viewBuffer(ix) instanceof SharedArrayBuffer) {
+    } else if (isShared(viewBuffer(ix))) {
       // Another thread may rewrite shared indices between the check and the copy: an index checked
       // valid reached Embree wild (it dropped the triangle) in about 1 of 400 tries.
       ix = new Uint32Array(ix);

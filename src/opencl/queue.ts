@@ -29,7 +29,6 @@ import {
   show,
   sizeOr,
   unknownOption,
-  viewByteLength,
 } from "../check.ts";
 import { EventInfo, ExecutionStatus, QueueInfo } from "./constants.ts";
 import { OpenCLStatus } from "./status-codes.ts";
@@ -1538,8 +1537,9 @@ function patternBytes(pattern: TypedValue | ArrayBufferView): { bytes: ArrayBuff
   let bytes: ArrayBufferView;
   let length: number;
   if (pattern instanceof TypedValue) {
+    // Checked as any view: an object made with TypedValue's prototype can hold any `bytes`.
     bytes = pattern.bytes;
-    length = viewByteLength(bytes);
+    length = memoryBytes(bytes, "pattern", true);
   } else if (ArrayBuffer.isView(pattern)) {
     length = memoryBytes(pattern, "pattern", true);
     bytes = pattern;
