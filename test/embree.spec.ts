@@ -1070,8 +1070,8 @@ describe("what the README promises about scenes (test/promises.md R47, R50, R54,
 });
 
 describe("hostile input reaches no native call (each scenario in its own process: a crash shows as a signal)", () => {
-  async function hostile(mode: string): Promise<Record<string, unknown>> {
-    const result = await runScript(new URL("./fixtures/embree-hostile.ts", import.meta.url), [mode], {
+  async function hostile(mode: string, rest: string[] = []): Promise<Record<string, unknown>> {
+    const result = await runScript(new URL("./fixtures/embree-hostile.ts", import.meta.url), [mode, ...rest], {
       timeout: 60_000,
     });
     assert.equal(result.timedOut, false, `${mode}: the child hung`);
@@ -1156,6 +1156,18 @@ describe("hostile input reaches no native call (each scenario in its own process
     },
     70_000,
   );
+
+  for (const which of ["scene", "retained", "device"]) {
+    test(
+      `at the edge of the stack, making and releasing ${which}s loses none: every device state freed, 0 bytes`,
+      async () => {
+        const report = await hostile(`release-at-stack-edge`, [which]);
+        assert.equal(report.liveDevices, 0, JSON.stringify(report).slice(0, 2000));
+        assert.equal(report.bytes, 0, JSON.stringify(report).slice(0, 2000));
+      },
+      70_000,
+    );
+  }
 
   test(
     "scenes and devices released right after their commits while other devices' monitored commits run (3 rounds of 6)",
