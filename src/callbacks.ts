@@ -27,10 +27,14 @@ export class IdTable<T> {
   }
   /** The native side will not call with this id again. */
   delete(id: number): T | undefined {
-    const entry = this.#entries[id];
+    const entries = this.#entries;
+    const free = this.#free;
+    const entry = entries[id];
     if (entry !== undefined) {
-      this.#entries[id] = undefined;
-      this.#free.push(id);
+      // The id freed first: at the edge of the stack `push` may throw, and an entry cleared with
+      // its id never freed made `size` count it for ever (an Embree device state gone, counted live).
+      free.push(id);
+      entries[id] = undefined;
     }
     return entry;
   }

@@ -1,15 +1,13 @@
 /** Embree devices: the parent of scenes, and the owner of the memory monitor and budget. */
 import type { Pointer } from "../../ffi/types.ts";
-import { backend } from "../backend.ts";
 import { finalizerState, SafetyNet } from "../callbacks.ts";
-import { EmbreeError, ReleasedError } from "../errors.ts";
+import { ReleasedError } from "../errors.ts";
 import { boolean, callable, integer, keys, options as checkOptions, own, show } from "../check.ts";
 import { DeviceProperty, embree, type Version, versionFrom } from "./native.ts";
-import { DeviceState, type MemoryMonitor, type MemoryStats } from "./state.ts";
+import { debts, DeviceState, type MemoryMonitor, type MemoryStats, settleDebts } from "./state.ts";
 import { Scene } from "./scene.ts";
 import { refuseInWorker } from "../worker.ts";
 
-const RTC_ERROR_UNKNOWN = 1;
 import { closeStatics, deviceState, fromFactory } from "../internal.ts";
 
 const deviceKeys = keys("accounting");
@@ -18,7 +16,9 @@ const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number },
   // The references retain() added first (Embree only counts them down), then the last one, which
   // the native device waits for with its scenes.
   for (let i = 1; i < refs; i++) embree().symbols.rtcReleaseDevice(handle);
-  state.releaseDevice();
+  state.deviceHeld = false;
+  debts.owed = true;
+  state.settle();
 }, (device) => Device[finalizerState](device));
 
 /** Options of `rtc.newDevice`. */
@@ -74,23 +74,33 @@ export class Device {
       false,
     );
     if (accounting) refuseInWorker("rtc.newDevice({ accounting: true })", ["bun", "deno"]);
-    const lib = embree();
-    const handle = lib.symbols.rtcNewDevice(config) as Pointer | null;
-    if (handle === null) {
-      // No device, so no error function: the code is in Embree's per-thread slot, on this thread.
-      // NULL with no code set is still a failure (RTC_ERROR_NONE read "no error").
-      const code = (lib.symbols.rtcGetDeviceError(null) as number) || RTC_ERROR_UNKNOWN;
-      const last = lib.symbols.rtcGetDeviceLastErrorMessage?.(null) as Pointer | null | undefined;
-      const message = last
-        ? backend.readCString(last)
-        : `cannot create a device with the configuration ${JSON.stringify(config)}`;
-      throw new EmbreeError("rtcNewDevice", code, message);
-    }
-    this.#handle = handle;
+    if (debts.owed) settleDebts();
     this.config = config;
-    this.#state = new DeviceState(handle, accounting);
-    this.version = versionFrom(Number(lib.symbols.rtcGetDeviceProperty(handle, DeviceProperty.VERSION)));
-    net.add(this);
+    // The state first, the native device after, and whatever throws from there (a NULL device, or
+    // a RangeError at the edge of the stack after rtcNewDevice) gives the state up: `settle`
+    // releases what was made (a RangeError after rtcNewDevice lost the device for good).
+    const state = new DeviceState();
+    try {
+      this.#handle = state.create(config, accounting);
+      this.version = versionFrom(
+        Number(embree().symbols.rtcGetDeviceProperty(this.#handle, DeviceProperty.VERSION)),
+      );
+    } catch (error) {
+      state.deviceHeld = false;
+      debts.owed = true;
+      try {
+        settleDebts();
+      } catch {
+        // The edge of the stack: the next memlife call settles it.
+      }
+      throw error;
+    }
+    this.#state = state;
+    try {
+      net.add(this);
+    } catch {
+      // The edge of the stack: the device stays without its safety net, for the program to release.
+    }
   }
 
   /** @internal What the safety net registers (see `finalizerState`). */
@@ -116,14 +126,8 @@ export class Device {
 
   /** A new, empty scene of this device (rtcNewScene). */
   newScene(): Scene {
-    const handle = this.#live();
-    return new Scene(
-      fromFactory,
-      this,
-      handle,
-      this.#state,
-      this.#state.call("rtcNewScene", () => embree().symbols.rtcNewScene(handle) as Pointer | null),
-    );
+    if (debts.owed) settleDebts();
+    return new Scene(fromFactory, this, this.#live(), this.#state);
   }
 
   /**
@@ -204,16 +208,31 @@ export class Device {
    * scenes stay usable, and the native device is released after the last of them.
    */
   release(): void {
+    if (debts.owed) settleDebts();
     const handle = this.#handle;
     if (handle === null) return;
-    if (--this.#refs > 0) {
-      net.renew(this);
-      embree().symbols.rtcReleaseDevice(handle);
+    const refs = this.#refs;
+    if (refs > 1) {
+      // Only counts down, with no callback: see Scene.release.
+      const release = embree().symbols.rtcReleaseDevice;
+      this.#refs = refs - 1;
+      try {
+        net.renew(this);
+        release(handle);
+      } catch (error) {
+        this.#refs = refs;
+        throw error;
+      }
       return;
     }
+    net.remove(this); // first: what throws must leave the device as it was
     this.#handle = null;
-    net.remove(this);
-    this.#state.releaseDevice();
+    // Plain stores: from here the device is the state's to release, now or (at the edge of the
+    // stack) at the next memlife call.
+    const state = this.#state;
+    state.deviceHeld = false;
+    debts.owed = true;
+    state.settle();
   }
 
   [Symbol.dispose](): void {

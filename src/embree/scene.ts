@@ -15,7 +15,7 @@ import {
   GEOMETRY_TYPE_TRIANGLE,
   INVALID_GEOMETRY_ID,
 } from "./native.ts";
-import type { DeviceState } from "./state.ts";
+import { debts, type DeviceState, settleDebts, wrapperRoom } from "./state.ts";
 import type { Device } from "./device.ts";
 import { closeStatics, fromFactory, notByNew } from "../internal.ts";
 
@@ -158,18 +158,30 @@ export class Scene {
     device: Device,
     deviceHandle: Pointer,
     state: DeviceState,
-    handle: Pointer | null,
   ) {
-    // Only newScene's handle: a program's `new rtc.Scene(device)` made a scene over an undefined
-    // handle (Bun and Node crashed in C, Deno leaked the device's reference).
+    // Only newScene's: a program's `new rtc.Scene(device)` made a scene over an undefined handle
+    // (Bun and Node crashed in C, Deno leaked the device's reference).
     if (made !== fromFactory) notByNew("rtc.Scene", "device.newScene()");
-    if (handle === null) throw new EmbreeError("rtcNewScene", RTC_ERROR_UNKNOWN, "returned NULL");
-    this.#handle = handle;
     this.device = device;
     this.#deviceHandle = deviceHandle;
     this.#state = state;
-    this.#state.hold();
-    net.add(this);
+    // The object first, the native scene last: at the edge of the stack, a RangeError after
+    // rtcNewScene (in the bookkeeping around it) lost the scene, and its device, for good.
+    state.made = null;
+    try {
+      this.#handle = state.newScene();
+    } catch (error) {
+      // `made`: the native scene exists (the RangeError came after it). It is this scene's, and
+      // the program gets it: a scene it never received could only be freed by the garbage collector.
+      const handle = state.made;
+      if (handle === null) throw error;
+      this.#handle = handle;
+    }
+    try {
+      net.add(this);
+    } catch {
+      // The edge of the stack: the scene stays without its safety net, for the program to release.
+    }
   }
 
   /** @internal What the safety net registers (see `finalizerState`). */
@@ -213,13 +225,27 @@ export class Scene {
     }
   }
 
+  /**
+   * The native release `release()` asked for, once no commit or add of the scene runs. Until the
+   * state took the handle (`releasing`), the release stays owed: at the edge of the stack a
+   * RangeError before that leaves `#releaseWhenIdle` set, and the next `release()` (or the end of
+   * the commit or add) makes it.
+   */
   #releaseIfIdle(): void {
     const handle = this.#releaseWhenIdle;
     if (handle === null || this.#pending > 0 || this.#adding) return;
+    const state = this.#state;
+    // Cleared first, given back if the state never took the handle: a store that the edge of the
+    // stack stopped after the native release must leave a leak, never a second release.
     this.#releaseWhenIdle = null;
+    state.releasing = null;
     try {
-      this.#state.releaseScene(handle);
+      state.releaseScene(handle);
     } catch (error) {
+      if (state.releasing !== handle) {
+        this.#releaseWhenIdle = handle; // not taken: still owed
+        throw error;
+      }
       // The program's release() returned long ago: the commit or add that ends here is not its caller.
       reportCallbackError(error, "release");
     }
@@ -263,17 +289,23 @@ export class Scene {
     const device = this.#deviceHandle;
     this.#adding = true;
     try {
-      return state.calls((step) => {
-        const geometry = step(
-          "rtcNewGeometry",
-          () => s.rtcNewGeometry(device, GEOMETRY_TYPE_TRIANGLE) as Pointer | null,
-        );
-        if (geometry === null) throw new EmbreeError("rtcNewGeometry", RTC_ERROR_UNKNOWN, "returned NULL");
+      return state.calls((step, check) => {
+        // rtcNewGeometry and rtcReleaseGeometry are called here, not through `step`: at the edge of
+        // the stack a call between rtcNewGeometry and the `finally` (step's own frame) lost the
+        // geometry, and its buffers and device reference, for good. Room for the release's wrapper
+        // (Deno) is made before the geometry: the `finally` runs at this frame's depth.
+        wrapperRoom();
+        let geometry: Pointer | null = null;
+        let done = false;
         try {
+          geometry = s.rtcNewGeometry(device, GEOMETRY_TYPE_TRIANGLE) as Pointer | null;
+          check("rtcNewGeometry");
+          if (geometry === null) throw new EmbreeError("rtcNewGeometry", RTC_ERROR_UNKNOWN, "returned NULL");
+          const made = geometry;
           const vertexBuffer = step(
             "rtcSetNewGeometryBuffer",
             () =>
-              s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_VERTEX, 0, FORMAT_FLOAT3, 12, vertexCount) as
+              s.rtcSetNewGeometryBuffer(made, BUFFER_TYPE_VERTEX, 0, FORMAT_FLOAT3, 12, vertexCount) as
                 | Pointer
                 | null,
           );
@@ -284,7 +316,7 @@ export class Scene {
           const indexBuffer = step(
             "rtcSetNewGeometryBuffer",
             () =>
-              s.rtcSetNewGeometryBuffer(geometry, BUFFER_TYPE_INDEX, 0, FORMAT_UINT3, 12, ix.length / 3) as
+              s.rtcSetNewGeometryBuffer(made, BUFFER_TYPE_INDEX, 0, FORMAT_UINT3, 12, ix.length / 3) as
                 | Pointer
                 | null,
           );
@@ -292,14 +324,19 @@ export class Scene {
             throw new EmbreeError("rtcSetNewGeometryBuffer", RTC_ERROR_UNKNOWN, "returned NULL");
           }
           new Uint32Array(backend.arrayBuffer(indexBuffer, ix.byteLength)).set(ix);
-          step("rtcCommitGeometry", () => s.rtcCommitGeometry(geometry));
-          const id = step("rtcAttachGeometry", () => s.rtcAttachGeometry(scene, geometry) as number);
+          step("rtcCommitGeometry", () => s.rtcCommitGeometry(made));
+          const id = step("rtcAttachGeometry", () => s.rtcAttachGeometry(scene, made) as number);
           this.#committed = false;
+          done = true;
           return id;
         } finally {
           // The scene holds the geometry now; on failure this frees it and its buffers. Part of the
           // same operation: the monitor that refused an allocation may throw again for these frees.
-          step("rtcReleaseGeometry", () => s.rtcReleaseGeometry(geometry));
+          if (geometry !== null) {
+            s.rtcReleaseGeometry(geometry);
+            // Its error only when nothing failed before (then that error is on its way).
+            if (done) check("rtcReleaseGeometry");
+          }
         }
       });
     } finally {
@@ -425,16 +462,31 @@ export class Scene {
    * monitor calls this, finishes first).
    */
   release(): void {
+    if (debts.owed) settleDebts();
     const handle = this.#handle;
-    if (handle === null) return;
-    if (--this.#refs > 0) {
-      // Not the last reference: Embree only counts down.
-      net.renew(this);
-      embree().symbols.rtcReleaseScene(handle);
+    if (handle === null) {
+      // A release the edge of the stack left owed (see #releaseIfIdle) is made now.
+      if (this.#releaseWhenIdle !== null) this.#releaseIfIdle();
       return;
     }
+    const refs = this.#refs;
+    if (refs > 1) {
+      // Not the last reference: Embree only counts down, with no callback (so nothing throws once
+      // the native call ran). What throws before it leaves the count as it was; a net that took
+      // the lower count meanwhile releases less than it could, never more.
+      const release = embree().symbols.rtcReleaseScene;
+      this.#refs = refs - 1;
+      try {
+        net.renew(this);
+        release(handle);
+      } catch (error) {
+        this.#refs = refs;
+        throw error;
+      }
+      return;
+    }
+    net.remove(this); // first: what throws must leave the scene as it was
     this.#handle = null;
-    net.remove(this);
     this.#releaseWhenIdle = handle;
     this.#releaseIfIdle();
   }

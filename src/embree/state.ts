@@ -102,6 +102,11 @@ function reportThrown(op: Operation): void {
 
 /** One native call of an operation (see `DeviceState.calls`): throws the EmbreeError it raised. */
 export type Step = <R>(fn: string, run: () => R) => R;
+/**
+ * For a native call the body made itself (see `DeviceState.calls`): throws the operation's
+ * EmbreeError, naming `fn`, if one was raised since the last step.
+ */
+export type Check = (fn: string) => void;
 
 const states = new IdTable<DeviceState>();
 
@@ -120,19 +125,98 @@ const errorFunction = trampolines.embreeError((id, code, str) => {
 /** rtcCommitScene calls in flight, all devices together: while any runs, releases go off the JS thread. */
 let commitsInFlight = 0;
 
+/**
+ * At the edge of the stack (a program that recursed until the stack overflowed, catching the
+ * RangeError, calls memlife on the way up) any call may throw before its first statement. A native
+ * step and the bookkeeping that must follow it are therefore made in one frame, with nothing but
+ * plain loads and stores between them (a call there may throw). What still has to be done after
+ * (a device released natively once its last reference went, its state forgotten once released) is
+ * read from the states themselves: `owed` says some may owe it, and the next memlife call that
+ * makes or releases something (or `liveStates`) finishes it first with `settleDebts`. Other modules
+ * set `owed` with a plain store (an exported `let` cannot be assigned from outside).
+ */
+export const debts = { owed: false };
+
+/** Finishes what the edge of the stack left owed (see `debts`): devices released, states forgotten. */
+export function settleDebts(): void {
+  debts.owed = false;
+  try {
+    states.forEach(settleOne);
+  } catch (error) {
+    debts.owed = true;
+    throw error;
+  }
+}
+
+function settleOne(state: DeviceState): void {
+  state.settle();
+}
+
+/** `settle` where no caller can receive its failure (a release off the JS thread ended): source "release". */
+function settleReported(state: DeviceState): void {
+  try {
+    state.settle();
+  } catch (error) {
+    reportCallbackError(error, "release");
+  }
+}
+
+/**
+ * Deno's binding of a symbol that may call back into JS is a small JS wrapper (ffi/deno.ts
+ * `offFastPath`), whose entry can throw at the edge of the stack, before the native call: these
+ * frames, probed first, leave room for it. A bare native function (koffi's, Bun's, Deno's
+ * unguarded one) never throws before it ran: once it ran, what it throws comes from a callback
+ * inside it that found no stack (the native call is done). A few ns, on Deno only.
+ */
+const WRAPPED = backend.runtime === "deno";
+const WRAPPER_FRAMES = 4;
+/** @internal For Scene.addTriangleMesh: see `WRAPPED`. */
+export function wrapperRoom(): void {
+  if (WRAPPED) room(WRAPPER_FRAMES);
+}
+function room(n: number): number {
+  // Not a loop: each frame must take stack. The sum keeps the calls from being folded away.
+  return n === 0 ? 0 : room(n - 1) + 1;
+}
+
 function noop(): void {}
 
 export class DeviceState {
   readonly id: number;
   /**
-   * The RTCDevice: for installing the monitor while the Device is not released, and for releasing
-   * it natively once neither the Device nor any of its scenes holds it.
+   * The RTCDevice, once `create` made it: for installing the monitor while the Device is not
+   * released, and for releasing it natively once neither the Device nor any of its scenes holds it.
    */
-  readonly #handle: Pointer;
+  #handle: Pointer | null = null;
   /** Whether the native monitor is installed (then it stays: removing it would make `bytes` meaningless). */
   #accounting = false;
-  /** 1 while the Device is not released, plus one per scene not yet released natively. */
-  #refs = 1;
+  /**
+   * Whether the Device object holds the device: its last `release()` clears it (a plain store, so
+   * that the edge of the stack cannot stop it between the Device's handle and this).
+   */
+  deviceHeld = true;
+  /**
+   * @internal Scenes made and not yet released natively: each holds the device. Public, not `#`:
+   * on Bun a `#` field's `++` and `--` in the `finally` after the native call were lost at the
+   * edge of the stack (JavaScriptCore; a count off by one or two per run, the device kept for
+   * ever), where a plain property's never were.
+   */
+  sceneCount = 0;
+  /** Whether rtcReleaseDevice ran, or runs now (then the state leaves the table: see `settle`). */
+  #gone = false;
+  /** An rtcReleaseDevice off the JS thread has not returned yet: the state stays until it has. */
+  #releasingAsync = false;
+  /**
+   * The native scene `newScene` made last, or null: set in the frame of rtcNewScene, whatever is
+   * thrown after it, so that the Scene whose constructor caught a RangeError owns it (see Scene).
+   */
+  made: Pointer | null = null;
+  /**
+   * The handle `releaseScene` took last: set in the frame of rtcReleaseScene (or before its
+   * release off the JS thread), whatever is thrown after, so that a Scene whose release threw
+   * knows whether the native release is still its to make.
+   */
+  releasing: Pointer | null = null;
   #monitor: MemoryMonitor | null = null;
   #budget: number | null = null;
   /** Budget refusals already given a cause: a newer one behind an OUT_OF_MEMORY is that error's cause. */
@@ -149,18 +233,48 @@ export class DeviceState {
   #commitChain: Promise<void> = Promise.resolve();
 
   /**
-   * Installs the error function on a new device, and the monitor only if `accounting` is asked for:
-   * with it installed, each allocation of a commit is a round trip from a TBB worker to the JS
+   * Takes an id and an account; `create` makes the native device. In the table from here: a state
+   * whose Device never came to be (a failure, or the edge of the stack) is settled by `settle`.
+   */
+  constructor() {
+    this.id = states.add(this);
+    try {
+      accounts().reset(this.id);
+    } catch (error) {
+      // Plain stores: the caller never gets this state, so it gives itself up.
+      this.deviceHeld = false;
+      debts.owed = true;
+      throw error;
+    }
+  }
+
+  /**
+   * rtcNewDevice, and the handle kept in the same frame. Then the error function, and the monitor
+   * only if `accounting` is asked for: with it installed, each allocation of a commit is a round trip from a TBB worker to the JS
    * thread, which makes commits several times slower (README, "Measured facts behind the code").
    * A device nobody watches commits at the raw FFI's speed; a native ledger (Bun's, and Deno's and
-   * Node's prebuilt one) spares even accounting and budget the round trip.
+   * Node's prebuilt one) spares even accounting and budget the round trip. Whatever throws, the
+   * caller gives the state up (`deviceHeld = false`), and `settle` releases what was made.
    */
-  constructor(handle: Pointer, accounting: boolean) {
-    this.id = states.add(this);
+  create(config: string, accounting: boolean): Pointer {
+    const lib = embree();
+    // Nothing calls back into JS inside rtcNewDevice (no error function yet): if it returned, its
+    // handle is stored before anything else can throw.
+    const handle = lib.symbols.rtcNewDevice(config) as Pointer | null;
     this.#handle = handle;
-    accounts().reset(this.id);
-    embree().symbols.rtcSetDeviceErrorFunction(handle, errorFunction(), this.id);
+    if (handle === null) {
+      // No device, so no error function: the code is in Embree's per-thread slot, on this thread.
+      // NULL with no code set is still a failure (RTC_ERROR_NONE read "no error").
+      const code = (lib.symbols.rtcGetDeviceError(null) as number) || EmbreeErrorCode.RTC_ERROR_UNKNOWN;
+      const last = lib.symbols.rtcGetDeviceLastErrorMessage?.(null) as Pointer | null | undefined;
+      const message = last
+        ? backend.readCString(last)
+        : `cannot create a device with the configuration ${JSON.stringify(config)}`;
+      throw new EmbreeError("rtcNewDevice", code, message);
+    }
+    lib.symbols.rtcSetDeviceErrorFunction(handle, errorFunction(), this.id);
     if (accounting) this.startAccounting();
+    return handle;
   }
 
   get accounting(): boolean {
@@ -198,34 +312,142 @@ export class DeviceState {
     accounts().setBudget(this.id, budget);
   }
 
-  /** A scene now holds the device natively. */
-  hold(): void {
-    this.#refs++;
+  /**
+   * rtcNewScene: the new scene holds the device. Counted, and kept in `made`, in the frame of the
+   * native call, whatever is thrown after it (the caller owns `made` then). Throws the EmbreeError
+   * of a NULL scene.
+   */
+  newScene(): Pointer {
+    const newScene = embree().symbols.rtcNewScene;
+    const outer = this.#syncOp;
+    const op = operation("rtcNewScene");
+    wrapperRoom();
+    let scene: Pointer | null = null;
+    this.#syncOp = op;
+    try {
+      scene = newScene(this.#handle) as Pointer | null;
+    } finally {
+      // Also when the call threw after it made the scene (a callback inside that found no stack):
+      // then `scene` stays null, as when it made none.
+      this.#syncOp = outer;
+      if (scene !== null) this.sceneCount++;
+      this.made = scene;
+    }
+    try {
+      if (op.thrown !== null) reportThrown(op);
+      if (scene === null) {
+        if (failed(op)) throw errorOf(op);
+        throw new EmbreeError("rtcNewScene", EmbreeErrorCode.RTC_ERROR_UNKNOWN, "returned NULL");
+      }
+    } finally {
+      // A call above that made a scene of this device (a callback error's handler) wrote its own.
+      this.made = scene;
+    }
+    // A scene with an error raised during its creation is still a scene: the caller gets it.
+    return scene;
   }
 
   /**
-   * The Device's last reference was released. The native device goes after the last of its scenes:
-   * Embree 3.13's scene drops its device reference before it frees its BVH through that device, so a
-   * device released natively first (on the JS thread, or on another thread while the scene's release
-   * waits for a relayed monitor call) is read after it was freed.
+   * A scene's last reference was released: frees it natively (on the JS thread when no commit
+   * runs: Embree 3.13 frees on the calling thread, so the monitor runs inside and `memory` is up
+   * to date at once; off it otherwise, so that a release that had to wait for a busy TBB worker
+   * could not deadlock with it), then the device if that was the last holder. Once past the native
+   * call (`releasing` is `handle`), whatever throws, the scene's reference is dropped.
    */
-  releaseDevice(): void {
-    this.#drop();
-  }
-
-  /** A scene's last reference was released: frees it natively (see `#release`). */
   releaseScene(handle: Pointer): void {
-    this.#release("rtcReleaseScene", handle, () => this.#drop());
+    if (commitsInFlight !== 0) return this.#releaseSceneAsync(handle);
+    const release = embree().symbols.rtcReleaseScene;
+    const outer = this.#syncOp;
+    const op = operation("rtcReleaseScene");
+    wrapperRoom();
+    this.#syncOp = op;
+    this.releasing = handle;
+    try {
+      release(handle);
+    } finally {
+      // The native release ran, also when it threw (a callback inside found no stack).
+      this.#syncOp = outer;
+      this.releasing = handle;
+      if (--this.sceneCount === 0 && !this.deviceHeld) debts.owed = true;
+    }
+    try {
+      if (this.sceneCount === 0 && !this.deviceHeld) this.settle();
+      if (op.thrown !== null) reportThrown(op);
+      if (failed(op)) throw errorOf(op);
+    } finally {
+      this.releasing = handle;
+    }
   }
 
-  #drop(): void {
-    if (--this.#refs === 0) {
-      this.#release("rtcReleaseDevice", this.#handle, () => {
-        // The account is the next device's once the id is free: the released device keeps its figures.
-        this.#final = accounts().read(this.id);
-        states.delete(this.id);
-      });
+  #releaseSceneAsync(handle: Pointer): void {
+    // Taken from here: should the edge of the stack stop this call after the release was queued,
+    // the scene must not release it again (a leak rather than a double free).
+    this.releasing = handle;
+    embree().async.rtcReleaseScene(handle).then(() => {
+      if (--this.sceneCount === 0 && !this.deviceHeld) {
+        debts.owed = true;
+        settleReported(this);
+      }
+    }, (error) => {
+      // Only the backend can fail here (no thread to run the call on): the handle stays alive
+      // natively, so the state stays too. No caller can receive the failure: source "release".
+      reportCallbackError(error, "release");
+    });
+  }
+
+  /**
+   * Finishes what is owed: releases the native device once neither the Device nor a scene holds
+   * it (the native device goes after the last of its scenes: Embree 3.13's scene drops its device
+   * reference before it frees its BVH through that device, so a device released natively first,
+   * on the JS thread or on another thread while the scene's release waits for a relayed monitor
+   * call, is read after it was freed), and forgets the state once it is released. Throws the
+   * EmbreeError of rtcReleaseDevice. A no-op while the state has nothing to do, or while one of its
+   * native calls runs on the JS thread (its caller finishes).
+   */
+  settle(): void {
+    if (this.#syncOp !== null) {
+      debts.owed = true;
+      return;
     }
+    let op: Operation | null = null;
+    if (!this.#gone) {
+      if (this.deviceHeld || this.sceneCount > 0) return;
+      const handle = this.#handle;
+      if (handle === null) this.#gone = true; // never made
+      else if (commitsInFlight !== 0) {
+        this.#gone = true;
+        this.#releasingAsync = true;
+        embree().async.rtcReleaseDevice(handle).then(() => {
+          this.#releasingAsync = false;
+          settleReported(this);
+        }, (error) => {
+          // As for a scene (see #releaseSceneAsync): the device stays, and its state.
+          reportCallbackError(error, "release");
+        });
+        return;
+      } else {
+        const release = embree().symbols.rtcReleaseDevice;
+        const outer = this.#syncOp;
+        op = operation("rtcReleaseDevice");
+        wrapperRoom();
+        this.#syncOp = op;
+        this.#gone = true;
+        try {
+          release(handle);
+        } finally {
+          this.#syncOp = outer;
+        }
+      }
+    }
+    if (this.#releasingAsync) return;
+    if (states.get(this.id) === this) {
+      // The account is the next device's once the id is free: the released device keeps its figures.
+      this.#final = accounts().read(this.id);
+      states.delete(this.id);
+    }
+    if (op === null) return;
+    if (op.thrown !== null) reportThrown(op);
+    if (failed(op)) throw errorOf(op);
   }
 
   onMonitor(bytes: number, post: boolean): boolean {
@@ -317,7 +539,7 @@ export class DeviceState {
       result = run();
     } finally {
       this.#syncOp = outer;
-      reportThrown(op);
+      if (op.thrown !== null) reportThrown(op);
     }
     if (failed(op)) throw errorOf(op);
     return result;
@@ -329,7 +551,7 @@ export class DeviceState {
    * in it, a cleanup in a `finally` included, is reported once when `body` ends, unless it is that
    * error's cause: the program that caught the error has it.
    */
-  calls<T>(body: (step: Step) => T): T {
+  calls<T>(body: (step: Step, check: Check) => T): T {
     const outer = this.#syncOp;
     const op = operation("");
     this.#syncOp = op;
@@ -340,10 +562,14 @@ export class DeviceState {
         const result = run();
         if (!before && failed(op)) throw errorOf(op);
         return result;
+      }, (fn) => {
+        if (!failed(op)) return;
+        op.fn = fn;
+        throw errorOf(op);
       });
     } finally {
       this.#syncOp = outer;
-      reportThrown(op);
+      if (op.thrown !== null) reportThrown(op);
     }
   }
 
@@ -368,29 +594,6 @@ export class DeviceState {
       reportThrown(op);
     }
     if (failed(op)) throw errorOf(op);
-  }
-
-  /**
-   * Releases a device or scene handle natively, then runs `then`. On the JS thread when no commit
-   * runs (Embree 3.13 frees on the calling thread, so the monitor runs inside and `memory` is up to
-   * date at once); off it otherwise, so that a release that had to wait for a busy TBB worker could
-   * not deadlock with it.
-   */
-  #release(fn: "rtcReleaseScene" | "rtcReleaseDevice", handle: Pointer, then: () => void): void {
-    const lib = embree();
-    if (commitsInFlight === 0) {
-      try {
-        this.call(fn, () => lib.symbols[fn](handle));
-      } finally {
-        then();
-      }
-      return;
-    }
-    lib.async[fn](handle).then(then, (error) => {
-      // Only the backend can fail here (no thread to run the call on): the handle stays alive
-      // natively, so the state stays too. No caller can receive the failure: source "release".
-      reportCallbackError(error, "release");
-    });
   }
 
   get stats(): MemoryStats {
@@ -422,7 +625,8 @@ function settleLater(result: unknown): void {
   new Promise((resolve) => resolve(result)).then(undefined, (error) => reportCallbackError(error, "memoryMonitor"));
 }
 
-/** Test and diagnostics only: how many device states are still in the table. */
+/** Test and diagnostics only: how many device states are still in the table (once what is owed is settled). */
 export function liveStates(): number {
+  if (debts.owed) settleDebts();
   return states.size;
 }
