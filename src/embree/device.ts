@@ -74,6 +74,9 @@ export class Device {
       false,
     );
     if (accounting) refuseInWorker("rtc.newDevice({ accounting: true })", ["bun", "deno"]);
+    // The library first: its load says what is missing (Deno's permissions, Embree itself) before
+    // the state's account opens the ledger's library (Deno's raw "Requires ffi access" otherwise).
+    embree();
     if (debts.owed) settleDebts();
     this.config = config;
     // The state first, the native device after, and whatever throws from there (a NULL device, or
