@@ -31,32 +31,28 @@ export function svmArrayBuffer(
   keeps: object = allocation,
 ): ArrayBuffer {
   owners.set(buffer, { allocation, keeps });
-  if (!anyMade) checkFreedMemory(refuseFreed);
+  if (!anyMade) checkFreedMemory(allocationBehind);
   anyMade = true;
   return buffer;
 }
 
 /**
- * A view of an allocation's memory kept after the program released the allocation, or handed it
- * to `enqueueSVMFree`: no native call may take it (memlife cannot detach the views it handed
- * out). Taken, a read or write touched freed memory, given back to the system (SIGSEGV) or to the
- * next allocation (a silent wrong answer). Asked of every view native code is given
- * (`memoryBytes`), and again right before a command pins the allocations behind its views.
+ * The allocation whose memory `view` is, if any. A view of an allocation's memory kept after the
+ * program released the allocation, or handed it to `enqueueSVMFree`, is a ReleasedError: no native
+ * call may take it (memlife cannot detach the views it handed out). Taken, a read or write touched
+ * freed memory, given back to the system (SIGSEGV) or to the next allocation (a silent wrong
+ * answer). Asked of every view native code is given (`memoryBytes`), and again right before a
+ * command pins the allocations behind its views.
  */
-function refuseFreed(view: ArrayBufferView): void {
-  const owner = owners.get(viewBuffer(view));
-  if (owner !== undefined && !cls.SVMAllocation[holdsMemory](owner.allocation)) {
+export function allocationBehind(view: ArrayBufferView): SVMAllocation | undefined {
+  if (!anyMade) return undefined;
+  const allocation = owners.get(viewBuffer(view))?.allocation;
+  if (allocation !== undefined && !cls.SVMAllocation[holdsMemory](allocation)) {
     throw new ReleasedError(
       "SVMAllocation behind this view (released, or handed to enqueueSVMFree: its memory is not the program's any more)",
     );
   }
-}
-
-/** The allocation whose memory `view` is, if any. */
-export function allocationBehind(view: ArrayBufferView): SVMAllocation | undefined {
-  if (!anyMade) return undefined;
-  refuseFreed(view);
-  return owners.get(viewBuffer(view))?.allocation;
+  return allocation;
 }
 
 /**

@@ -269,7 +269,7 @@ export class SVMAllocation {
    * @internal The SVM pointer, through the class, for an allocation the caller brand-checked (see
    * Buffer's `commandHandle`).
    */
-  /** @internal Neither released nor handed to a free (see svm-memory.ts, `refuseFreed`). */
+  /** @internal Neither released nor handed to a free (see svm-memory.ts, `allocationBehind`). */
   static [holdsMemory](allocation: SVMAllocation): boolean {
     return allocation.#pointer !== null;
   }
