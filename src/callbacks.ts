@@ -376,7 +376,8 @@ const POLL_MS = 50;
 /** Frames the probe takes: more than Node's timer constructor and insertion need. */
 const STACK_PROBE = 48;
 
-function headroom(n: number): number {
+/** Takes `n` frames of stack and gives them back: a RangeError here, at the edge, comes before any state changes. */
+export function headroom(n: number): number {
   // Not a loop: each frame must take stack. The sum keeps the calls from being folded away.
   return n === 0 ? 0 : headroom(n - 1) + 1;
 }

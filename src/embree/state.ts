@@ -10,7 +10,7 @@
 import type { Pointer } from "../../ffi/types.ts";
 import { LedgerVerdict } from "../../ffi/symbols/embree.ts";
 import { backend } from "../backend.ts";
-import { IdTable, reportCallbackError } from "../callbacks.ts";
+import { headroom, IdTable, reportCallbackError } from "../callbacks.ts";
 import { EmbreeError } from "../errors.ts";
 import { trampolines } from "../trampolines.ts";
 import { embree } from "./native.ts";
@@ -172,11 +172,7 @@ const WRAPPED = backend.runtime === "deno";
 const WRAPPER_FRAMES = 4;
 /** @internal For Scene.addTriangleMesh: see `WRAPPED`. */
 export function wrapperRoom(): void {
-  if (WRAPPED) room(WRAPPER_FRAMES);
-}
-function room(n: number): number {
-  // Not a loop: each frame must take stack. The sum keeps the calls from being folded away.
-  return n === 0 ? 0 : room(n - 1) + 1;
+  if (WRAPPED) headroom(WRAPPER_FRAMES);
 }
 
 function noop(): void {}
