@@ -105,7 +105,12 @@ const denoTypes: Record<string, string> = {
 export function openRaw(path: string): RawCalls {
   const runtime = backend.runtime;
   if (runtime !== "deno") {
-    const s = backend.open(path, openclSymbols).unguarded as unknown as Record<string, F>;
+    const library = backend.open(path, openclSymbols);
+    const s = library.unguarded as unknown as Record<string, F>;
+    // Where a JS callback may run inside the call, the form memlife must use too: on Bun, the
+    // binding that runs `event` callbacks after the call (ffi/bun-relay.c, deferred calls), which
+    // costs less than one entered inside it.
+    const reentrant = library.symbols as unknown as Record<string, F>;
     const calls: Record<string, unknown> = {
       wide: (n: number) => n,
       address: backend.address,
@@ -114,9 +119,9 @@ export function openRaw(path: string): RawCalls {
       event: (slot: BigUint64Array) => backend.readPointer(slot, 0),
     };
     for (const name of names) calls[name] = s[name];
-    calls.clReleaseMemObjectReentrant = s.clReleaseMemObject;
-    calls.clEnqueueSVMFreeReentrant = s.clEnqueueSVMFree;
-    calls.clReleaseEventReentrant = s.clReleaseEvent;
+    calls.clReleaseMemObjectReentrant = reentrant.clReleaseMemObject;
+    calls.clEnqueueSVMFreeReentrant = reentrant.clEnqueueSVMFree;
+    calls.clReleaseEventReentrant = reentrant.clReleaseEvent;
     return calls as unknown as RawCalls;
   }
   const Deno = (globalThis as unknown as {
@@ -172,7 +177,10 @@ export function rawHostPtrLoop(f: RawCalls, context: Pointer, host: ArrayBufferV
   const flags = f.wide(1 | 8), size = f.wide(host.byteLength), zero = f.wide(0); // CL_MEM_READ_WRITE | USE_HOST_PTR
   const errcode = new Int32Array(1);
   let gone: (() => void) | undefined;
-  const destructor = backend.callback({ ...openclCallbacks.memDestructor, delivery: "sync" }, () => {
+  // Bun: an `event` slot, which the reentrant release runs after the call (as memlife's); Deno
+  // and Node: the runtime's own callback (see bench/cases.ts `own`).
+  const delivery = backend.runtime === "bun" ? "event" : "sync";
+  const destructor = backend.callback({ ...openclCallbacks.memDestructor, delivery }, () => {
     gone?.();
     gone = undefined;
   });

@@ -3,7 +3,10 @@
  *
  * - Synchronous bindings are the raw `bun:ffi` functions, with no JS wrapper: Bun passes typed
  *   arrays as pointers and encodes JS strings for `cstring` arguments itself, so the hot paths
- *   (clCreateBuffer, clReleaseMemObject) cost what a plain `dlopen` costs.
+ *   (clCreateBuffer, clReleaseMemObject) cost what a plain `dlopen` costs. Except the `reentrant`
+ *   ones in `symbols` (`unguarded` keeps them plain): they go through bun-relay.c's `defer_call`,
+ *   and the `event` callbacks made on the JS thread inside them run as the call returns, from JS,
+ *   instead of entering a JSCallback inside it (45 ns less a destructor: bench/parts.ts "hostptr").
  * - Bun has no nonblocking FFI call. `async` bindings hand the call to a C thread pool
  *   (ffi/bun-relay.c, compiled at run time by Bun's TinyCC), which reports completion through a
  *   threadsafe JSCallback.
@@ -80,6 +83,13 @@ const KIND_BOOL = 3;
 const KIND_VOID = 4;
 const MODE_SYNC = 0;
 const MODE_EVENT = 1;
+/** Must match MODE_DEFERRABLE in bun-relay.c. */
+const MODE_DEFERRABLE = 0x100;
+/** Must match defer_call in bun-relay.c: the arguments it forwards, all in registers. */
+const DEFER_ARGS = 5;
+/** Must match deferred_call (56 bytes: 6 arguments, the slot, a pad) in bun-relay.c. */
+const DEFERRED_WORDS = 14;
+const DEFERRED_SLOT = 12;
 /** Must match RELAY_ARGS, RELAY_SLOTS in bun-relay.c and the 9 arguments of async_submit. */
 const RELAY_ARGS = 6;
 const RELAY_SLOTS = 64;
@@ -117,6 +127,8 @@ const helperSymbols = {
   relay_answer: { args: ["ptr", "u64"], returns: "void" },
   relay_count: { args: ["i32"], returns: "f64" },
   relay_spin_from: { args: ["i32"], returns: "void" },
+  defer_call: { args: ["ptr", "u64", "u64", "u64", "u64", "u64"], returns: "u64" },
+  deferred_memory: { args: ["i32"], returns: "ptr" },
   ledger_init: { args: ["ptr"], returns: "ptr" },
   ledger_reset: { args: ["u32"], returns: "i32" },
   ledger_set_forward: { args: ["u32", "i32"], returns: "void" },
@@ -145,6 +157,9 @@ interface Helpers extends LedgerCalls {
   relay_answer(request: number, word: number): void;
   relay_count(which: number): number;
   relay_spin_from(from: number): void;
+  deferred_memory(which: number): number;
+  /** The symbol's address is all we use: each deferring binding types its own CFunction over it. */
+  defer_call: { readonly ptr: number };
 }
 
 interface PendingCall {
@@ -402,13 +417,180 @@ function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptio
     if (def.blocking && fn) asyncBindings[name] = bindAsync(name, def, fn);
   }
 
+  // A JSCallback may run inside any bun:ffi call: nothing to guard. But a symbol that may call
+  // back on this thread goes through defer_call, which runs `event` callbacks after the call, not
+  // inside it (bun-relay.c says why); `unguarded` keeps the plain function, for calls that cannot
+  // call back.
+  const guarded: Record<string, NativeFunction | undefined> = { ...symbols };
+  for (const [name, def] of Object.entries(table)) {
+    const fn = symbols[name];
+    if (def.reentrant && fn && deferringFits(def)) guarded[name] = bindDeferring(def, fn);
+  }
+
   return {
     path,
-    symbols: symbols as NativeLibrary<T>["symbols"],
-    // A JSCallback may run inside any bun:ffi call: nothing to guard.
+    symbols: guarded as NativeLibrary<T>["symbols"],
     unguarded: symbols as NativeLibrary<T>["unguarded"],
     async: asyncBindings as NativeLibrary<T>["async"],
   };
+}
+
+// ---------------------------------------------------------------------------- deferred callbacks
+
+/**
+ * Per relay slot of an `event` callback: calls it with the arguments of the queued call at word
+ * `at` of `queue` (bun-relay.c, deferred calls).
+ */
+const deferredCalls: ((queue: Uint32Array, at: number) => void)[] = [];
+/**
+ * bun-relay.c's deferred_state: [0] calls queued, read after each deferring call; [1] deferring
+ * calls and runs of the queue in progress; [2] the queue's capacity, which C doubles when it is
+ * full (then the queue moved).
+ */
+let deferredState: Int32Array | undefined;
+let deferredQueue: Uint32Array = new Uint32Array(0);
+
+/** Whether defer_call can forward the symbol: up to 5 integer or pointer arguments, in registers. */
+function deferringFits(def: SymbolDef): boolean {
+  const floating = (t: NativeType) => t === "f32" || t === "f64";
+  return def.args.length <= DEFER_ARGS && !def.args.some(floating) && !floating(def.returns);
+}
+
+/** `fn` called through defer_call, then the `event` callbacks it queued run, oldest first. */
+function bindDeferring(def: SymbolDef, fn: NativeFunction): NativeFunction {
+  const h = native();
+  const state = deferredState ??= new Int32Array(toArrayBuffer(h.deferred_memory(0) as BunPointer, 0, 12));
+  const call = CFunction({
+    ptr: h.defer_call.ptr as BunPointer,
+    args: ["ptr", ...def.args.map((t) => typeMap[t])],
+    returns: typeMap[def.returns],
+  }) as unknown as (...args: unknown[]) => unknown;
+  immortal.push(call);
+  const target = (fn as unknown as { ptr: number }).ptr;
+  // Fixed arities: no rest array per call on the hot release paths.
+  switch (def.args.length) {
+    // The calls queued before this one are another's (a deferring call or a run of the queue in
+    // progress), unless none is in progress: then they are left over from a run that the edge of
+    // the stack stopped, and run now.
+    case 0:
+      return () => {
+        const mine = state[1] === 0 ? 0 : state[0];
+        const v = call(target);
+        if (state[0] !== mine) runDeferred(mine);
+        return v;
+      };
+    case 1:
+      return (a: unknown) => {
+        const mine = state[1] === 0 ? 0 : state[0];
+        const v = call(target, a);
+        if (state[0] !== mine) runDeferred(mine);
+        return v;
+      };
+    case 2:
+      return (a: unknown, b: unknown) => {
+        const mine = state[1] === 0 ? 0 : state[0];
+        const v = call(target, a, b);
+        if (state[0] !== mine) runDeferred(mine);
+        return v;
+      };
+    default:
+      return (...args: unknown[]) => {
+        const mine = state[1] === 0 ? 0 : state[0];
+        const v = call(target, ...args);
+        if (state[0] !== mine) runDeferred(mine);
+        return v;
+      };
+  }
+}
+
+/**
+ * Runs the calls queued from index `from` on, oldest first (those before it wait for the deferring
+ * call or run that queued them), and drops them. One that throws does not stop the others: the
+ * first exception is rethrown after them, as a JSCallback's would have come out of the native call.
+ */
+function runDeferred(from: number): void {
+  const state = deferredState!;
+  let next = from;
+  let failed = false;
+  let failure: unknown;
+  state[1]++;
+  try {
+    // A deferring call made by a callback here runs its own calls and drops them before it returns.
+    while (next < state[0]) {
+      // Grown (by a call a callback made): the old queue was freed.
+      if (deferredQueue.length !== state[2] * DEFERRED_WORDS) {
+        deferredQueue = new Uint32Array(
+          toArrayBuffer(helpers!.deferred_memory(1) as BunPointer, 0, state[2] * DEFERRED_WORDS * 4),
+        );
+      }
+      const queue = deferredQueue, at = next * DEFERRED_WORDS;
+      next++;
+      try {
+        deferredCalls[queue[at + DEFERRED_SLOT]](queue, at);
+      } catch (error) {
+        if (!failed) {
+          failed = true;
+          failure = error;
+        }
+      }
+    }
+  } finally {
+    // Stopped early (the edge of the stack), the calls not run yet stay queued, after `from`.
+    const left = state[0] - next;
+    if (left > 0 && next > from) {
+      deferredQueue.copyWithin(from * DEFERRED_WORDS, next * DEFERRED_WORDS, state[0] * DEFERRED_WORDS);
+    }
+    state[0] = from + left;
+    state[1]--;
+  }
+  if (failed) throw failure;
+}
+
+/** Argument i of a queued call (two 32-bit words, normalised by C), as a JSCallback gets it. */
+function queuedArg(t: NativeType, queue: Uint32Array, at: number, i: number): unknown {
+  const low = queue[at + 2 * i], high = queue[at + 2 * i + 1];
+  switch (t) {
+    case "bool":
+      return low !== 0;
+    case "i32":
+      return low | 0;
+    case "u32":
+      return low;
+    case "ptr":
+    case "buffer":
+    case "cstring":
+    case "fn":
+      return low === 0 && high === 0 ? null : high * 0x100000000 + low;
+    case "i64":
+    case "isize":
+      if (high >= 0x80000000) {
+        const v = (BigInt(high) << 32n | BigInt(low)) - (1n << 64n);
+        return v >= -9007199254740991n ? Number(v) : v;
+      }
+    // falls through: a non-negative value reads as unsigned
+    default:
+      return high < 0x200000 ? high * 0x100000000 + low : BigInt(high) << 32n | BigInt(low);
+  }
+}
+
+/** Calls `fn` with the `types.length` arguments of a queued call. */
+function deferredCall(
+  types: readonly NativeType[],
+  fn: (...args: unknown[]) => unknown,
+): (queue: Uint32Array, at: number) => void {
+  const [t0, t1, t2] = types;
+  switch (types.length) {
+    case 0:
+      return () => void fn();
+    case 1:
+      return (q, at) => void fn(queuedArg(t0, q, at, 0));
+    case 2:
+      return (q, at) => void fn(queuedArg(t0, q, at, 0), queuedArg(t1, q, at, 1));
+    case 3:
+      return (q, at) => void fn(queuedArg(t0, q, at, 0), queuedArg(t1, q, at, 1), queuedArg(t2, q, at, 2));
+    default:
+      return (q, at) => void fn(...types.map((t, i) => queuedArg(t, q, at, i)));
+  }
 }
 
 // ---------------------------------------------------------------------------- callbacks
@@ -508,6 +690,10 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
     );
   }
   const slot = slotsUsed++;
+  if (def.delivery === "event") {
+    mode |= MODE_DEFERRABLE;
+    deferredCalls[slot] = deferredCall(def.args, userFn);
+  }
   const trampoline = h.relay_slot_init(slot, mode, direct.ptr, notify.ptr, def.args.length, kinds, retKind);
   if (!trampoline) throw new BackendError(`${PREFIX}${where}: relay_slot_init refused the slot`);
   immortal.push(direct, notify);

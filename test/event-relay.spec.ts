@@ -3,7 +3,8 @@
  * threads, as NVIDIA's driver calls all of them: the calling thread must go on without waiting for
  * the JS thread (Bun's event relay slots, ffi/bun-relay.c; the prebuilt ffi/event-relay.c on Deno
  * and Node), and every call must still reach JS once, whole, in each thread's order. On the JS
- * thread the callback runs inside the native call. test/native/callers.c plays the driver; it is
+ * thread the callback runs before the native call returns: inside it, or on Bun right after it
+ * (ffi/bun-relay.c, deferred calls). test/native/callers.c plays the driver; it is
  * compiled here, and every test skips without a C compiler.
  */
 import { afterAll, describe, test } from "vitest";
@@ -23,6 +24,7 @@ const table = {
   callers_finished: { args: [], returns: "i32" },
   callers_join: { args: [], returns: "void", blocking: true },
   call_now: { args: ["fn", "ptr", "i32", "usize"], returns: "void", reentrant: true },
+  call_many: { args: ["fn", "i32", "i32"], returns: "void", reentrant: true },
 } as const satisfies SymbolTable;
 
 /** The helper library, or why it cannot be built here. */
@@ -79,6 +81,76 @@ describe("event callbacks from native threads", () => {
     calls.length = 0;
     lib.call_now(notify, backend.fromAddress(0x7fff_1234_5678n), -7, 2 ** 40 + 3);
     assert.deepEqual(calls, [[0x7fff_1234_5678n, -7, 2 ** 40 + 3]]);
+  });
+
+  test("5000 calls on the JS thread inside one native call all run before it returns, whole and in order", () => {
+    if (lib === null) skip((built as { skip: string }).skip);
+    // PoCL calls a failed user event's commands' callbacks so, inside clSetUserEventStatus. Bun
+    // queues them in C and runs them as the call returns (ffi/bun-relay.c, deferred calls): its
+    // queue starts at 64 and grows.
+    calls.length = 0;
+    lib.call_many(notify, 0, 5000);
+    assert.equal(calls.length, 5000);
+    calls.forEach(([object, status, id], i) => {
+      assert.equal(id, i, `call ${i} came in place ${i}`);
+      assert.equal(object, BigInt(0x1000 + i));
+      assert.equal(status, -i - 1);
+    });
+  });
+
+  test("a callback that makes such a call itself: that call's callbacks run before it returns, the rest after, in order", () => {
+    if (lib === null) skip((built as { skip: string }).skip);
+    const seen: (number | string)[] = [];
+    let depth = 0;
+    const nested = backend.callback(
+      openclCallbacks.eventStatus,
+      ((_object: unknown, _status: number, id: number) => {
+        seen.push(id);
+        if (id === 1 || id === 101) {
+          depth++;
+          lib!.call_many(nested, id * 100, 3);
+          depth--;
+          seen.push(`after ${id}`);
+        }
+      }) as (...args: never[]) => unknown,
+    );
+    lib.call_many(nested, 0, 4);
+    assert.equal(depth, 0);
+    assert.deepEqual(seen, [
+      0,
+      1,
+      100,
+      101,
+      10100,
+      10101,
+      10102,
+      "after 101",
+      102,
+      "after 1",
+      2,
+      3,
+    ]);
+  });
+
+  test("Bun: one of them that throws does not stop the others, and the call throws its exception after them", () => {
+    if (lib === null) skip((built as { skip: string }).skip);
+    // memlife's own callbacks never throw into the backend (their trampolines catch); what a bare
+    // JSCallback does with an exception differs by runtime, so this is Bun's queue alone.
+    if (runtime !== "bun") {
+      skip("Bun's deferred calls (ffi/bun-relay.c); the other runtimes enter each callback in the call");
+    }
+    calls.length = 0;
+    throwFor = 3;
+    try {
+      assert.throws(() => lib.call_many(notify, 0, 10), /a callback that throws/);
+    } finally {
+      throwFor = -1;
+    }
+    assert.deepEqual(calls.map((c) => c[2]), Array.from({ length: 10 }, (_, i) => i));
+    // Nothing stays queued: the next call's callbacks are its own.
+    calls.length = 0;
+    lib.call_many(notify, 50, 2);
+    assert.deepEqual(calls.map((c) => c[2]), [50, 51]);
   });
 
   /**

@@ -57,3 +57,12 @@ void callers_join(void) {
 void call_now(void *fn, void *object, int32_t status, uintptr_t id) {
   ((notify_fn)fn)(object, status, id);
 }
+
+/* `n` calls on the caller's own thread inside this one, ids base .. base + n - 1 (object 0x1000 + id,
+ * status -id - 1), as PoCL calls a failed user event's commands' callbacks inside clSetUserEventStatus. */
+void call_many(void *fn, int32_t base, int32_t n) {
+  for (int32_t i = 0; i < n; i++) {
+    uintptr_t id = (uintptr_t)(base + i);
+    ((notify_fn)fn)((void *)(0x1000 + id), -(int32_t)id - 1, id);
+  }
+}
