@@ -402,7 +402,7 @@ export class Buffer {
         reject: undefined,
       };
       const id = destructors.add(entry);
-      const status = opencl().symbols.clSetMemObjectDestructorCallback(handle, destructorTrampoline(), id);
+      const status = symbols.clSetMemObjectDestructorCallback(handle, destructorTrampoline(), id);
       if (status !== 0) {
         destructors.delete(id);
         throw new OpenCLError("clSetMemObjectDestructorCallback", status);
