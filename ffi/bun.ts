@@ -503,10 +503,15 @@ function bindDeferring(def: SymbolDef, fn: NativeFunction): NativeFunction {
   }
 }
 
+/** A queued call's slot word once it was taken: never run twice. */
+const TAKEN = 0xffffffff;
+
 /**
  * Runs the calls queued from index `from` on, oldest first (those before it wait for the deferring
- * call or run that queued them), and drops them. One that throws does not stop the others: the
- * first exception is rethrown after them, as a JSCallback's would have come out of the native call.
+ * call or run that queued them), and drops them. Each is marked taken before it runs, so none runs
+ * twice; one that throws does not stop the others: the first exception is rethrown after them, as
+ * a JSCallback's would have come out of the native call. Stopped by the edge of the stack, the
+ * calls not run stay queued for the next run; plain stores only after the loop.
  */
 function runDeferred(from: number): void {
   const state = deferredState!;
@@ -525,8 +530,11 @@ function runDeferred(from: number): void {
       }
       const queue = deferredQueue, at = next * DEFERRED_WORDS;
       next++;
+      const slot = queue[at + DEFERRED_SLOT];
+      if (slot === TAKEN) continue;
+      queue[at + DEFERRED_SLOT] = TAKEN;
       try {
-        deferredCalls[queue[at + DEFERRED_SLOT]](queue, at);
+        deferredCalls[slot](queue, at);
       } catch (error) {
         if (!failed) {
           failed = true;
@@ -535,13 +543,8 @@ function runDeferred(from: number): void {
       }
     }
   } finally {
-    // Stopped early (the edge of the stack), the calls not run yet stay queued, after `from`.
-    const left = state[0] - next;
-    if (left > 0 && next > from) {
-      deferredQueue.copyWithin(from * DEFERRED_WORDS, next * DEFERRED_WORDS, state[0] * DEFERRED_WORDS);
-    }
-    state[0] = from + left;
     state[1]--;
+    if (next >= state[0]) state[0] = from;
   }
   if (failed) throw failure;
 }
