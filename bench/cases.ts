@@ -144,11 +144,12 @@ async function openclBenchmarks(): Promise<void> {
   const svmList = new BigUint64Array(new ArrayBuffer(8));
 
   // Raw callbacks: process-lifetime trampolines, like memlife's, that only count (and wake a waiter),
-  // in the runtime's own form: Bun's event slot is Bun's thread-safe JSCallback (a driver thread goes
-  // on at once); on Deno and Node, the runtime's thread-safe callback, whose caller waits until the JS
-  // thread ran it, which is what `sync` delivery is there (memlife's `event` callbacks go through
-  // the prebuilt library's relay instead, ffi/event-relay.c: all of them on Node, SVM frees on Deno).
-  const own = <D extends CallbackDef>(def: D): D => backend.runtime === "bun" ? def : { ...def, delivery: "sync" };
+  // in the fastest form: on Bun and Node an `event` slot, as memlife's (Bun's relay, Node's prebuilt
+  // library's, ffi/event-relay.c), which on the JS thread, inside the reentrant release, runs after
+  // the call (ffi/deferred.c: a destructor entered inside it cost Node 70-100 ns more); on Deno the
+  // runtime's thread-safe callback, whose caller waits until the JS thread ran it, which is what
+  // `sync` delivery is there (Deno's relay takes SVM frees only; ffi/deno.ts says why).
+  const own = <D extends CallbackDef>(def: D): D => backend.runtime === "deno" ? { ...def, delivery: "sync" } : def;
   let rawDestroyed = 0;
   let wake: (() => void) | undefined;
   const rawDestructor = backend.callback(own(openclCallbacks.memDestructor), () => {

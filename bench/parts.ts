@@ -50,8 +50,8 @@
  * GPU driver's do, on this machine's PoCL. And a 4 KiB `hostPtr: "use"` buffer awaited until destroyed, one at a
  * time (the bench's "hostPtr use" row; `--part=hostptr`):
  *   raw, own callback        clCreateBuffer(USE_HOST_PTR) + a destructor callback that resolves a promise
- *   raw, callback entered in the call  (Bun) the same, the callback entered inside clReleaseMemObject
- *                            (a plain JSCallback) instead of run after it (ffi/bun-relay.c, deferred calls)
+ *   raw, callback entered in the call  (Bun, Node) the same, the callback entered inside
+ *                            clReleaseMemObject instead of run after it (ffi/deferred.c)
  *   + Buffer object          the same native calls, wrapped in memlife's Buffer, `destroyed` awaited
  *   + bufferArguments        the same with createBuffer's argument checks in front
  *   createBuffer(view, use)  the public API
@@ -305,9 +305,9 @@ const eachAwaited = (make: () => InstanceType<typeof cl.Buffer>) => async (n: nu
 };
 const hostEntries: Entry[] = [
   ["raw, own callback", rawHostPtrLoop(fast, context, host)],
-  // Bun only (elsewhere the plain binding keeps a fast call no callback may run in): the
-  // callback entered inside clReleaseMemObject, as before the deferring binding (ffi/bun-relay.c).
-  ...(backend.runtime === "bun"
+  // Bun and Node (Deno's plain binding keeps a fast call no callback may run in): the callback
+  // entered inside clReleaseMemObject, as before the deferring binding (ffi/deferred.c).
+  ...(backend.runtime !== "deno"
     ? [
       [
         "raw, callback entered in the call",

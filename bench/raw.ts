@@ -107,9 +107,9 @@ export function openRaw(path: string): RawCalls {
   if (runtime !== "deno") {
     const library = backend.open(path, openclSymbols);
     const s = library.unguarded as unknown as Record<string, F>;
-    // Where a JS callback may run inside the call, the form memlife must use too: on Bun, the
-    // binding that runs `event` callbacks after the call (ffi/bun-relay.c, deferred calls), which
-    // costs less than one entered inside it.
+    // Where a JS callback may run inside the call, the form memlife must use too: on Bun and Node,
+    // the binding that runs `event` callbacks after the call (ffi/deferred.c), which costs less
+    // than one entered inside it.
     const reentrant = library.symbols as unknown as Record<string, F>;
     const calls: Record<string, unknown> = {
       wide: (n: number) => n,
@@ -177,9 +177,9 @@ export function rawHostPtrLoop(f: RawCalls, context: Pointer, host: ArrayBufferV
   const flags = f.wide(1 | 8), size = f.wide(host.byteLength), zero = f.wide(0); // CL_MEM_READ_WRITE | USE_HOST_PTR
   const errcode = new Int32Array(1);
   let gone: (() => void) | undefined;
-  // Bun: an `event` slot, which the reentrant release runs after the call (as memlife's); Deno
-  // and Node: the runtime's own callback (see bench/cases.ts `own`).
-  const delivery = backend.runtime === "bun" ? "event" : "sync";
+  // Bun and Node: an `event` slot, which the reentrant release runs after the call (as memlife's,
+  // ffi/deferred.c); Deno: the runtime's own callback (see bench/cases.ts `own`).
+  const delivery = backend.runtime === "deno" ? "sync" : "event";
   const destructor = backend.callback({ ...openclCallbacks.memDestructor, delivery }, () => {
     gone?.();
     gone = undefined;

@@ -233,76 +233,16 @@ static uint64_t relay_foreign(relay_slot *s, uint64_t a0, uint64_t a1, uint64_t 
 
 /* ---------------------------------------------------------------- deferred callbacks */
 
-/*
- * Entering a plain JSCallback costs Bun about 180 ns (PoCL's destructor inside clReleaseMemObject:
- * 429 ns a hostPtr buffer with it, 245 with the call queued in C; bench/parts.ts "hostptr"). Inside
- * a call made through `defer_call` (ffi/bun.ts binds the `reentrant` symbols so), an `event` slot
- * called on the JS thread queues its arguments here instead, and JS runs the queued calls right
- * after the call returned, before its binding returns: the program sees them run within the call,
- * as before, and never while the driver is inside it. `event` arguments need not outlive the call
- * (from another thread they are copies already). JS-thread state only: no lock.
- */
-typedef struct {
-  uint64_t args[RELAY_ARGS];
-  uint32_t slot;
-  uint32_t pad;
-} deferred_call; /* 56 bytes: JS reads the queue as 32-bit words (ffi/bun.ts DEFERRED_WORDS) */
-/*
- * The queue, oldest first. A deferring call made by a callback JS runs from it queues after the
- * calls still waiting and JS runs only its own before that call returns, so the queue only ever
- * shrinks from its end. It doubles when full (a failed user event can fail thousands of commands
- * inside one call, each with its event callback); only where malloc fails is a call entered at
- * once instead, ahead of those queued.
- */
-static deferred_call *deferred;
-static int defer_depth; /* defer_call frames on the JS thread's stack */
-/* [0] calls queued; [1] defer_call frames plus JS's runs of the queue in progress (JS adds its
- * own), which tells a deferring call whether calls queued before it are another's; [2] the
- * queue's capacity (JS makes its view again when it changed). JS reads and writes them through a
- * view: no FFI call. */
-static int32_t deferred_state[3];
-
-static int deferred_grow(void) {
-  int n = deferred_state[2] ? deferred_state[2] * 2 : 64;
-  deferred_call *grown = realloc(deferred, (size_t)n * sizeof(deferred_call));
-  if (!grown) return 0;
-  deferred = grown;
-  deferred_state[2] = n;
-  return 1;
-}
-
-typedef uint64_t (*call5_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t);
-
-/* Calls fn (at most 5 integer or pointer arguments, in registers) with event slots deferred. */
-uint64_t defer_call(void *fn, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4) {
-  defer_depth++;
-  deferred_state[1]++;
-  uint64_t v = ((call5_fn)fn)(a0, a1, a2, a3, a4);
-  deferred_state[1]--;
-  defer_depth--;
-  return v;
-}
-
-/* What JS's views cover: 0 the state, 1 the queue (moved when it grows). */
-void *deferred_memory(int which) {
-  return which == 0 ? (void *)deferred_state : (void *)deferred;
-}
+#include "deferred.c"
 
 static uint64_t relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4,
                       uint64_t a5) {
   relay_slot *s = &slots[n];
   if (!pthread_equal(pthread_self(), js_thread)) return relay_foreign(s, a0, a1, a2, a3, a4, a5);
   int *k = s->arg_kind;
-  if (defer_depth > 0 && s->deferrable && (deferred_state[0] < deferred_state[2] || deferred_grow())) {
-    deferred_call *d = &deferred[deferred_state[0]];
-    d->args[0] = NORM(a0, k[0]);
-    d->args[1] = NORM(a1, k[1]);
-    d->args[2] = NORM(a2, k[2]);
-    d->args[3] = NORM(a3, k[3]);
-    d->args[4] = NORM(a4, k[4]);
-    d->args[5] = NORM(a5, k[5]);
-    d->slot = (uint32_t)n;
-    deferred_state[0]++;
+  if (s->deferrable &&
+      deferred_push(n, NORM(a0, k[0]), NORM(a1, k[1]), NORM(a2, k[2]), NORM(a3, k[3]), NORM(a4, k[4]),
+                    NORM(a5, k[5]))) {
     direct_calls++;
     return 0;
   }

@@ -22,6 +22,7 @@ import type { FFIFunction, FFITypeOrString, Pointer as BunPointer } from "bun:ff
 import { fileURLToPath } from "node:url";
 import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
+import { Deferral, deferringFits } from "./deferred.ts";
 import { BackendError } from "./errors.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { pointable } from "./views.ts";
@@ -85,11 +86,7 @@ const MODE_SYNC = 0;
 const MODE_EVENT = 1;
 /** Must match MODE_DEFERRABLE in bun-relay.c. */
 const MODE_DEFERRABLE = 0x100;
-/** Must match defer_call in bun-relay.c: the arguments it forwards, all in registers. */
-const DEFER_ARGS = 5;
-/** Must match deferred_call (56 bytes: 6 arguments, the slot, a pad) in bun-relay.c. */
-const DEFERRED_WORDS = 14;
-const DEFERRED_SLOT = 12;
+
 /** Must match RELAY_ARGS, RELAY_SLOTS in bun-relay.c and the 9 arguments of async_submit. */
 const RELAY_ARGS = 6;
 const RELAY_SLOTS = 64;
@@ -437,163 +434,33 @@ function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptio
 
 // ---------------------------------------------------------------------------- deferred callbacks
 
-/**
- * Per relay slot of an `event` callback: calls it with the arguments of the queued call at word
- * `at` of `queue` (bun-relay.c, deferred calls).
- */
-const deferredCalls: ((queue: Uint32Array, at: number) => void)[] = [];
-/**
- * bun-relay.c's deferred_state: [0] calls queued, read after each deferring call; [1] deferring
- * calls and runs of the queue in progress; [2] the queue's capacity, which C doubles when it is
- * full (then the queue moved).
- */
-let deferredState: Int32Array | undefined;
-let deferredQueue: Uint32Array = new Uint32Array(0);
+let deferralMade: Deferral | undefined;
 
-/** Whether defer_call can forward the symbol: up to 5 integer or pointer arguments, in registers. */
-function deferringFits(def: SymbolDef): boolean {
-  const floating = (t: NativeType) => t === "f32" || t === "f64";
-  return def.args.length <= DEFER_ARGS && !def.args.some(floating) && !floating(def.returns);
+/** bun-relay.c's deferred calls (ffi/deferred.c): made with the relay. */
+function deferral(): Deferral {
+  if (deferralMade !== undefined) return deferralMade;
+  const h = native();
+  const state = new Int32Array(toArrayBuffer(h.deferred_memory(0) as BunPointer, 0, 12));
+  deferralMade = new Deferral(
+    state,
+    (byteLength) => new Uint32Array(toArrayBuffer(h.deferred_memory(1) as BunPointer, 0, byteLength)),
+    // As a JSCallback gets a `ptr`: a number, null for NULL.
+    (low, high) => low === 0 && high === 0 ? null : high * 0x100000000 + low,
+  );
+  return deferralMade;
 }
 
 /** `fn` called through defer_call, then the `event` callbacks it queued run, oldest first. */
 function bindDeferring(def: SymbolDef, fn: NativeFunction): NativeFunction {
   const h = native();
-  const state = deferredState ??= new Int32Array(toArrayBuffer(h.deferred_memory(0) as BunPointer, 0, 12));
   const call = CFunction({
     ptr: h.defer_call.ptr as BunPointer,
     args: ["ptr", ...def.args.map((t) => typeMap[t])],
     returns: typeMap[def.returns],
   }) as unknown as (...args: unknown[]) => unknown;
   immortal.push(call);
-  const target = (fn as unknown as { ptr: number }).ptr;
-  // Fixed arities: no rest array per call on the hot release paths.
-  switch (def.args.length) {
-    // The calls queued before this one are another's (a deferring call or a run of the queue in
-    // progress), unless none is in progress: then they are left over from a run that the edge of
-    // the stack stopped, and run now.
-    case 0:
-      return () => {
-        const mine = state[1] === 0 ? 0 : state[0];
-        const v = call(target);
-        if (state[0] !== mine) runDeferred(mine);
-        return v;
-      };
-    case 1:
-      return (a: unknown) => {
-        const mine = state[1] === 0 ? 0 : state[0];
-        const v = call(target, a);
-        if (state[0] !== mine) runDeferred(mine);
-        return v;
-      };
-    case 2:
-      return (a: unknown, b: unknown) => {
-        const mine = state[1] === 0 ? 0 : state[0];
-        const v = call(target, a, b);
-        if (state[0] !== mine) runDeferred(mine);
-        return v;
-      };
-    default:
-      return (...args: unknown[]) => {
-        const mine = state[1] === 0 ? 0 : state[0];
-        const v = call(target, ...args);
-        if (state[0] !== mine) runDeferred(mine);
-        return v;
-      };
-  }
-}
-
-/** A queued call's slot word once it was taken: never run twice. */
-const TAKEN = 0xffffffff;
-
-/**
- * Runs the calls queued from index `from` on, oldest first (those before it wait for the deferring
- * call or run that queued them), and drops them. Each is marked taken before it runs, so none runs
- * twice; one that throws does not stop the others: the first exception is rethrown after them, as
- * a JSCallback's would have come out of the native call. Stopped by the edge of the stack, the
- * calls not run stay queued for the next run; plain stores only after the loop.
- */
-function runDeferred(from: number): void {
-  const state = deferredState!;
-  let next = from;
-  let failed = false;
-  let failure: unknown;
-  state[1]++;
-  try {
-    // A deferring call made by a callback here runs its own calls and drops them before it returns.
-    while (next < state[0]) {
-      // Grown (by a call a callback made): the old queue was freed.
-      if (deferredQueue.length !== state[2] * DEFERRED_WORDS) {
-        deferredQueue = new Uint32Array(
-          toArrayBuffer(helpers!.deferred_memory(1) as BunPointer, 0, state[2] * DEFERRED_WORDS * 4),
-        );
-      }
-      const queue = deferredQueue, at = next * DEFERRED_WORDS;
-      next++;
-      const slot = queue[at + DEFERRED_SLOT];
-      if (slot === TAKEN) continue;
-      queue[at + DEFERRED_SLOT] = TAKEN;
-      try {
-        deferredCalls[slot](queue, at);
-      } catch (error) {
-        if (!failed) {
-          failed = true;
-          failure = error;
-        }
-      }
-    }
-  } finally {
-    state[1]--;
-    if (next >= state[0]) state[0] = from;
-  }
-  if (failed) throw failure;
-}
-
-/** Argument i of a queued call (two 32-bit words, normalised by C), as a JSCallback gets it. */
-function queuedArg(t: NativeType, queue: Uint32Array, at: number, i: number): unknown {
-  const low = queue[at + 2 * i], high = queue[at + 2 * i + 1];
-  switch (t) {
-    case "bool":
-      return low !== 0;
-    case "i32":
-      return low | 0;
-    case "u32":
-      return low;
-    case "ptr":
-    case "buffer":
-    case "cstring":
-    case "fn":
-      return low === 0 && high === 0 ? null : high * 0x100000000 + low;
-    case "i64":
-    case "isize":
-      if (high >= 0x80000000) {
-        const v = (BigInt(high) << 32n | BigInt(low)) - (1n << 64n);
-        return v >= -9007199254740991n ? Number(v) : v;
-      }
-    // falls through: a non-negative value reads as unsigned
-    default:
-      return high < 0x200000 ? high * 0x100000000 + low : BigInt(high) << 32n | BigInt(low);
-  }
-}
-
-/** Calls `fn` with the `types.length` arguments of a queued call. */
-function deferredCall(
-  types: readonly NativeType[],
-  fn: (...args: unknown[]) => unknown,
-): (queue: Uint32Array, at: number) => void {
-  const [t0, t1, t2] = types;
-  switch (types.length) {
-    case 0:
-      return () => void fn();
-    case 1:
-      return (q, at) => void fn(queuedArg(t0, q, at, 0));
-    case 2:
-      return (q, at) => void fn(queuedArg(t0, q, at, 0), queuedArg(t1, q, at, 1));
-    case 3:
-      return (q, at) => void fn(queuedArg(t0, q, at, 0), queuedArg(t1, q, at, 1), queuedArg(t2, q, at, 2));
-    default:
-      return (q, at) => void fn(...types.map((t, i) => queuedArg(t, q, at, i)));
-  }
+  // Bun's bound functions carry the native address they call.
+  return deferral().bind(call, (fn as unknown as { ptr: number }).ptr, def.args.length);
 }
 
 // ---------------------------------------------------------------------------- callbacks
@@ -695,7 +562,7 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   const slot = slotsUsed++;
   if (def.delivery === "event") {
     mode |= MODE_DEFERRABLE;
-    deferredCalls[slot] = deferredCall(def.args, userFn);
+    deferral().slot(slot, def.args, userFn);
   }
   const trampoline = h.relay_slot_init(slot, mode, direct.ptr, notify.ptr, def.args.length, kinds, retKind);
   if (!trampoline) throw new BackendError(`${PREFIX}${where}: relay_slot_init refused the slot`);

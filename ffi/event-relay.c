@@ -22,7 +22,8 @@
  *   whose calls the relay already took in 54-56 deliveries for 300k.
  *
  * On the JS thread itself (PoCL calls destructors inside clReleaseMemObject) a slot calls its JS
- * callback directly, inside the native call, as without the relay. Where the queue cannot grow or
+ * callback directly, inside the native call, as without the relay; inside a deferring call
+ * (ffi/deferred.c, Node's bindings of `reentrant` symbols) JS runs it as that call returns. Where the queue cannot grow or
  * the relay thread cannot start, a slot falls back to its JS callback from the calling thread,
  * which then waits as it would without the relay: slower, nothing lost.
  *
@@ -190,11 +191,17 @@ static int event_awaiting_several(void) {
   return event_awaited != NULL && __atomic_load_n(event_awaited, __ATOMIC_RELAXED) > 1;
 }
 
+#include "deferred.c"
+
 static void event_relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3) {
   event_slot *s = &event_slots[n];
   if (pthread_equal(pthread_self(), event_js_thread)) {
     event_direct_calls++;
-    s->direct(a0, a1, a2, a3);
+    /* Inside a deferring call (ffi/deferred.c) JS runs it as that call returns; else now. */
+    int *k = s->kind;
+    if (!deferred_push(n, event_clean(a0, k[0]), event_clean(a1, k[1]), event_clean(a2, k[2]), event_clean(a3, k[3]), 0, 0)) {
+      s->direct(a0, a1, a2, a3);
+    }
     return;
   }
   pthread_mutex_lock(&event_mu);

@@ -9,6 +9,7 @@
  * stays what runs on the JS thread and what a slot falls back to; where the library is absent
  * (another platform, a Worker) every callback is the runtime's own.
  */
+import type { Deferral } from "./deferred.ts";
 import type { Backend, Callback, CallbackDef, NativeType } from "./types.ts";
 import type { NativeLedgerLibrary } from "./native-ledger.ts";
 
@@ -71,6 +72,7 @@ export function relayedCallbacks(
   fromAddress: Backend["fromAddress"],
   others: "relay" | "plain",
   awaited: Backend["callbacksAwaited"],
+  deferral: () => Deferral | null = () => null,
 ): { callback: Backend["callback"]; counts(): EventRelayCounts | null } {
   let asked = false;
   let h: NativeLedgerLibrary["symbols"] | null = null;
@@ -122,6 +124,8 @@ export function relayedCallbacks(
     const trampoline = s.event_slot_init(handlers.length, direct, def.args.length, kinds);
     if (trampoline === null) return direct;
     const f = fn as (...args: unknown[]) => unknown;
+    // The calls this slot makes on the JS thread inside a deferring call (ffi/deferred.c).
+    deferral()?.slot(handlers.length, def.args, f);
     const read = def.args.map((t) => reader(t, fromAddress));
     // Spelled out per arity: no array per call.
     switch (read.length) {

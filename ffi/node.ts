@@ -20,6 +20,7 @@ import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
 import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
 import { relayedCallbacks } from "./event-relay.ts";
+import { Deferral, deferringFits } from "./deferred.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { pointable } from "./views.ts";
 import { libcSymbols } from "./symbols/libc.ts";
@@ -229,6 +230,7 @@ function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptio
 
 function bind<T extends SymbolTable>(lib: koffi.LibraryHandle, path: string, table: T): NativeLibrary<T> {
   const symbols: Record<string, NativeFunction | undefined> = {};
+  const plain: Record<string, NativeFunction | undefined> = {};
   const async: Record<string, ((...args: unknown[]) => Promise<unknown>) | undefined> = {};
   for (const name of Object.keys(table)) {
     const def = table[name];
@@ -237,13 +239,21 @@ function bind<T extends SymbolTable>(lib: koffi.LibraryHandle, path: string, tab
       native = lib.func(name, cType(def.returns), def.args.map(cType));
     } catch (error) {
       if (def.optional && /Cannot find function/.test(String((error as Error)?.message))) {
-        symbols[name] = undefined;
+        symbols[name] = plain[name] = undefined;
         if (def.blocking) async[name] = undefined;
         continue;
       }
       throw error;
     }
-    symbols[name] = native;
+    // A symbol that may call back on this thread goes through the library's defer_call: the
+    // relay's `event` callbacks it makes run as it returns, not inside it (ffi/deferred.c).
+    plain[name] = native;
+    const deferring = def.reentrant && deferringFits(def) ? deferral() : null;
+    symbols[name] = deferring === null ? native : deferring.bind(
+      deferring.call(cType(def.returns), def.args.map(cType)),
+      lib.symbol(name, "void"),
+      def.args.length,
+    );
     if (def.blocking) {
       async[name] = (def.sameThread && laneAsync(nativeLibrary(), path, name, def, { callback: relayed.callback })) ||
         bindAsync(native);
@@ -253,11 +263,12 @@ function bind<T extends SymbolTable>(lib: koffi.LibraryHandle, path: string, tab
   // each `symbols.clX` of a hot path through a generic LoadIC (3% of a hostPtr "use" buffer under
   // perf; create + release 261 -> 249 ns a buffer). A spread copy is a fast-mode object.
   const bound = { ...symbols };
+  // koffi has no fast-call path that a callback could break: what `unguarded` skips is defer_call.
+  const unguarded = { ...plain };
   return {
     path,
     symbols: bound as NativeLibrary<T>["symbols"],
-    // koffi has no fast-call path that a callback could break.
-    unguarded: bound as NativeLibrary<T>["unguarded"],
+    unguarded: unguarded as NativeLibrary<T>["unguarded"],
     async: async as NativeLibrary<T>["async"],
   };
 }
@@ -306,13 +317,35 @@ const nativeLibrary = nativeLibraryOnce(
 function fromAddress(address: bigint): Pointer | null {
   return address === 0n ? null : (address as unknown as Pointer);
 }
+/** The deferred calls of the prebuilt library (ffi/deferred.c), with the koffi function that binds its defer_call. */
+type NodeDeferral = Deferral & { call(returns: string, args: string[]): (...args: unknown[]) => unknown };
+let deferralMade: NodeDeferral | null | undefined;
+
+/** Where the prebuilt library is (not in a Worker): its deferred calls, else null. */
+function deferral(): NodeDeferral | null {
+  if (deferralMade !== undefined) return deferralMade;
+  deferralMade = null;
+  const path = isMainThread ? nativeLedgerPath(`${process.platform}-${process.arch}`) : null;
+  if (path === null || nativeLibrary() === null) return null;
+  const lib = koffi.load(path);
+  const memory = lib.func("deferred_memory", "void *", ["int"]);
+  const made = new Deferral(
+    new Int32Array(koffi.view(memory(0), 12)),
+    (byteLength) => new Uint32Array(koffi.view(memory(1), byteLength)),
+    // As koffi gives a `void *` here: a bigint, null for NULL.
+    (low, high) => low === 0 && high === 0 ? null : BigInt(high * 0x100000000 + low),
+  ) as NodeDeferral;
+  made.call = (returns, args) => lib.func("defer_call", returns, ["void *", ...args]) as (...a: unknown[]) => unknown;
+  deferralMade = made;
+  return made;
+}
 /** The core keeps its count of awaited callbacks here, for the relay (Backend.callbacksAwaited). */
 const callbacksAwaited = new Int32Array(new ArrayBuffer(4));
 /**
  * `event` callbacks go through the library's relay: a `burst` caller never waits for JS, of others
  * only one does, and none while the program awaits several callbacks.
  */
-const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "relay", callbacksAwaited);
+const relayed = relayedCallbacks(nativeLibrary, plainCallback, fromAddress, "relay", callbacksAwaited, deferral);
 const callback = relayed.callback;
 /** For tests and the bench: how the relay delivered (null where there is no relay). */
 export const eventRelayCounts = relayed.counts;

@@ -91,6 +91,7 @@ describe("the prebuilt ledger of Deno and Node (ffi/prebuilt/)", () => {
   const sourceHash = createHash("sha256")
     .update(readFileSync(new URL("../ffi/ledger.c", import.meta.url)))
     .update(readFileSync(new URL("../ffi/event-relay.c", import.meta.url)))
+    .update(readFileSync(new URL("../ffi/deferred.c", import.meta.url)))
     .update(readFileSync(new URL("../ffi/lane.c", import.meta.url)))
     .update(readFileSync(new URL("memlife-ledger.c", prebuilt)))
     .digest("hex")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds libmemlife-ledger (memlife-ledger.c, which includes ../ledger.c, ../event-relay.c and ../lane.c) for
+# Builds libmemlife-ledger (memlife-ledger.c, which includes ../ledger.c, ../event-relay.c with ../deferred.c, and ../lane.c) for
 # Deno and Node into ffi/prebuilt/<os>-<arch>/, where ffi/native-ledger.ts looks for it. The libraries are committed
 # and shipped in the npm package: nothing is compiled on a user's machine. Run it after changing
 # either C file (test/ledger.spec.ts fails while a committed library is stale):
@@ -9,7 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here}
-hash=$(cat "$here/../ledger.c" "$here/../event-relay.c" "$here/../lane.c" "$here/memlife-ledger.c" | sha256sum | cut -c1-16)
+hash=$(cat "$here/../ledger.c" "$here/../event-relay.c" "$here/../deferred.c" "$here/../lane.c" "$here/memlife-ledger.c" | sha256sum | cut -c1-16)
 
 build() {
   local cc=$1 target=$2
