@@ -144,12 +144,18 @@ async function openclBenchmarks(): Promise<void> {
   const svmList = new BigUint64Array(new ArrayBuffer(8));
 
   // Raw callbacks: process-lifetime trampolines, like memlife's, that only count (and wake a waiter),
-  // in the fastest form: on Bun and Node an `event` slot, as memlife's (Bun's relay, Node's prebuilt
-  // library's, ffi/event-relay.c), which on the JS thread, inside the reentrant release, runs after
-  // the call (ffi/deferred.c: a destructor entered inside it cost Node 70-100 ns more); on Deno the
-  // runtime's thread-safe callback, whose caller waits until the JS thread ran it, which is what
-  // `sync` delivery is there (Deno's relay takes SVM frees only; ffi/deno.ts says why).
-  const own = <D extends CallbackDef>(def: D): D => backend.runtime === "deno" ? { ...def, delivery: "sync" } : def;
+  // in the fastest form. Bun: its event slots (a driver thread goes on at once; on the JS thread,
+  // inside the reentrant release, a destructor runs after the call, ffi/deferred.c). Node: the
+  // destructor through the prebuilt library's relay as memlife's (ffi/event-relay.c; after the call
+  // too: entered inside it, it cost Node 70-100 ns more). Otherwise the runtime's thread-safe
+  // callback, whose caller waits until the JS thread ran it, which is what `sync` delivery is there:
+  // the SVM free's floor reuses its ids batch after batch, which needs every callback run by the
+  // time clFinish returned (through Node's relay, later: the pointers of a batch were overwritten
+  // before their callbacks ran, PoCL's SVM list grew, and clSVMFree took 20-35 us).
+  const own = <D extends CallbackDef>(def: D): D =>
+    backend.runtime === "bun" || (backend.runtime === "node" && (def as CallbackDef) === openclCallbacks.memDestructor)
+      ? def
+      : { ...def, delivery: "sync" };
   let rawDestroyed = 0;
   let wake: (() => void) | undefined;
   const rawDestructor = backend.callback(own(openclCallbacks.memDestructor), () => {
