@@ -4,7 +4,10 @@
  * koffi 3 represents every pointer as a BigInt (NULL as `null`), so a {@link Pointer} here *is* its
  * address: `address`/`fromAddress` are identities and pointers cross the FFI boundary without any
  * wrapping. Sync bindings are koffi's own functions, returned as they are: no JS layer on the hot
- * paths (clCreateBuffer, clReleaseMemObject).
+ * paths (clCreateBuffer, clReleaseMemObject). Except the `reentrant` ones in `symbols` where the
+ * prebuilt library is (`unguarded` keeps them plain): they go through its `defer_call`, and the
+ * relay's `event` callbacks made on the JS thread inside them run as the call returns, not inside
+ * it (ffi/deferred.c: 70-100 ns less a destructor).
  *
  * Threads: a registered koffi callback runs synchronously when native code calls it on the JS
  * thread; from any other thread, koffi queues it to the JS thread and blocks the caller until it
