@@ -4,7 +4,7 @@
  * so they get ESM JavaScript with .d.ts; nothing is compiled on install.
  *   node .ci/build.ts
  * Steps: tsc -p tsconfig.build.json; `.ts` specifiers left in .d.ts become `.js` (tsc rewrites them
- * in JavaScript only); ffi/bun-relay.c, ffi/ledger.c and ffi/lane.c go next to dist/ffi/bun.js, which compiles
+ * in JavaScript only); ffi/bun-relay.c, ffi/ledger.c, ffi/lane.c and ffi/deferred.c go next to dist/ffi/bun.js, which compiles
  * them at run time relative to itself, and ffi/prebuilt/ next to dist/ffi/native-ledger.js; dist/package.json maps `#ffi` to the emitted backends, as package.json maps it
  * to the sources.
  */
@@ -37,12 +37,13 @@ for (const path of files(dist)) {
   if (rewritten !== text) writeFileSync(path, rewritten);
 }
 
-// C beside the backends that use it: bun-relay.c and the ledger.c and lane.c it includes (compiled
-// by Bun at run time), and the prebuilt library of Deno and Node with its sources
-// (ffi/prebuilt/build.sh: ledger.c, event-relay.c and lane.c).
+// C beside the backends that use it: bun-relay.c and the ledger.c, lane.c and deferred.c it includes
+// (compiled by Bun at run time), and the prebuilt library of Deno and Node with its sources
+// (ffi/prebuilt/build.sh: ledger.c, event-relay.c, deferred.c and lane.c).
 copyFileSync(join(root, "ffi", "bun-relay.c"), join(dist, "ffi", "bun-relay.c"));
 copyFileSync(join(root, "ffi", "ledger.c"), join(dist, "ffi", "ledger.c"));
 copyFileSync(join(root, "ffi", "lane.c"), join(dist, "ffi", "lane.c"));
+copyFileSync(join(root, "ffi", "deferred.c"), join(dist, "ffi", "deferred.c"));
 copyFileSync(join(root, "ffi", "event-relay.c"), join(dist, "ffi", "event-relay.c"));
 cpSync(join(root, "ffi", "prebuilt"), join(dist, "ffi", "prebuilt"), { recursive: true });
 

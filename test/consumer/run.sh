@@ -43,11 +43,12 @@ PATH="$repo/node_modules/.bin:$PATH" npm pack --json --pack-destination "$tmp" >
   // Runtime code, the C Bun compiles, the prebuilt ledger of Deno and Node with its sources, and
   // the documents: nothing else.
   const allowed = [/^package\.json$/, /^README\.md$/, /^LICENSE$/, /^CHANGELOG\.md$/, /^dist\/package\.json$/,
-    /^dist\/(src|ffi)\/[\w/-]+\.(js|d\.ts)$/, /^dist\/ffi\/(bun-relay|ledger|event-relay|lane)\.c$/,
+    /^dist\/(src|ffi)\/[\w/-]+\.(js|d\.ts)$/, /^dist\/ffi\/(bun-relay|ledger|event-relay|lane|deferred)\.c$/,
     /^dist\/ffi\/prebuilt\/(memlife-ledger\.c|build\.sh|linux-(x64|arm64)\/libmemlife-ledger\.so)$/];
   const required = ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "dist/package.json", "dist/src/mod.js",
     "dist/src/mod.d.ts", "dist/ffi/bun.js", "dist/ffi/deno.js", "dist/ffi/node.js", "dist/ffi/bun-relay.c",
-    "dist/ffi/ledger.c", "dist/ffi/event-relay.c", "dist/ffi/lane.c", "dist/ffi/prebuilt/linux-x64/libmemlife-ledger.so"];
+    "dist/ffi/ledger.c", "dist/ffi/event-relay.c", "dist/ffi/lane.c", "dist/ffi/deferred.c",
+    "dist/ffi/prebuilt/linux-x64/libmemlife-ledger.so"];
   const paths = info.files.map((f) => f.path).sort();
   const stray = paths.filter((p) => !allowed.some((re) => re.test(p)) || /(^|\/)(test|bench|\.ci)\//.test(p));
   const missing = required.filter((p) => !paths.includes(p));
