@@ -15,6 +15,8 @@ const modes: Record<string, string> = {
   "release-everything-in-destructor":
     "a destructor callback releasing a kernel, program, queue, context and 200 buffers",
   "exit-in-destructor": "process.exit in the 50th of 100 destructor callbacks queued in one call ends the program",
+  "edge-release":
+    "6000 buffers with destructors released at the edge of the stack, then again: no crash, no callback run twice",
 };
 
 describe("deferred calls, hostile uses (child processes)", () => {

@@ -507,11 +507,17 @@ export class Buffer {
   // Out of line: the usual release stays small enough for V8 to inline with createBuffer into the
   // caller (see Context.createBuffer).
   #releaseOther(handle: Pointer): void {
-    const last = --this.#refs === 0;
+    // The count is stored after the safety net's call, with nothing that may throw between it and
+    // the native release: at the edge of the stack a RangeError in `net.remove` left the count at 0
+    // with the handle set, and the next release() counted down to -1 and released the cl_mem twice
+    // (PoCL then crashed: test/fixtures/deferred-hostile.ts "edge-release").
+    const refs = this.#refs - 1;
+    const last = refs === 0;
     if (this.#inNet()) {
       if (last) net.remove(this);
       else net.renew(this);
     }
+    this.#refs = refs;
     if (last) this.#handle = null;
     const entry = this.#destructor;
     const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
