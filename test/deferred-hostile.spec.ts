@@ -17,6 +17,8 @@ const modes: Record<string, string> = {
   "exit-in-destructor": "process.exit in the 50th of 100 destructor callbacks queued in one call ends the program",
   "edge-release":
     "6000 buffers with destructors released at the edge of the stack, then again: no crash, no callback run twice",
+  "edge-exactly-once":
+    "buffers released at the edge of the stack: a release that returned runs its destructor once, and liveObjects comes back to 0",
 };
 
 describe("deferred calls, hostile uses (child processes)", () => {

@@ -520,8 +520,14 @@ export class Buffer {
     this.#refs = refs;
     if (last) this.#handle = null;
     const entry = this.#destructor;
-    const status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
-    if (last) cls.disown(this.#context);
+    let status: number;
+    try {
+      status = entry === undefined ? unguarded.clReleaseMemObject(handle) : symbols.clReleaseMemObject(handle);
+    } finally {
+      // Also where the call threw after the native release (the edge of the stack in what follows
+      // it): the buffer is the program's no longer, and its context must not count it for ever.
+      if (last) cls.disown(this.#context);
+    }
     if (status !== 0) throw new OpenCLError("clReleaseMemObject", status);
     if (last && entry !== undefined) owedLater(entry);
   }
