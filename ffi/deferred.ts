@@ -187,8 +187,8 @@ export class Deferral {
       if (next >= state[0]) state[0] = from;
       if (--state[1] === 0) {
         this.#stopped = false;
-        // Calls left by a run that threw: the microtask could not be queued then. A call that throws
-        // here could not throw its own exception: this one need not come out.
+        // Calls left by a run that threw: the microtask could not be queued then. Caught: in a
+        // `finally`, a RangeError here would replace the run's own outcome.
         if (state[0] !== 0 && !this.#pending) {
           try {
             this.#later();

@@ -26,15 +26,20 @@ function deferral(readPointer: (low: number, high: number) => unknown) {
   return { made, state, push };
 }
 
+/** A pointer reader that throws RangeError the first time it reads `low`, as at the edge of the stack. */
+function refusingOnce(refused: number): (low: number, high: number) => unknown {
+  let refuse = 1;
+  return (low) => {
+    if (low === refused && refuse-- > 0) throw new RangeError("Maximum call stack size exceeded");
+    return low;
+  };
+}
+
 const microtask = () => new Promise<void>((resolve) => queueMicrotask(resolve));
 
 describe("Deferral (ffi/deferred.ts), the edge of the stack", () => {
   test("a call whose arguments cannot be read is not lost: the run returns, and it and the rest run on a microtask, in order, once", async () => {
-    let refuse = 1;
-    const { made, state, push } = deferral((low) => {
-      if (low === 2 && refuse-- > 0) throw new RangeError("Maximum call stack size exceeded");
-      return low;
-    });
+    const { made, state, push } = deferral(refusingOnce(2));
     const ran: unknown[] = [];
     made.slot(0, ["ptr", "usize"], (p, id) => void ran.push([p, id]));
     push(0, 1, 10);
@@ -57,11 +62,7 @@ describe("Deferral (ffi/deferred.ts), the edge of the stack", () => {
   });
 
   test("where not even a microtask can be queued, the run throws, and the next run that ends queues it for what was left", async () => {
-    let refuse = 1;
-    const { made, state, push } = deferral((low) => {
-      if (low === 2 && refuse-- > 0) throw new RangeError("Maximum call stack size exceeded");
-      return low;
-    });
+    const { made, state, push } = deferral(refusingOnce(2));
     const ran: unknown[] = [];
     made.slot(0, ["ptr"], (p) => void ran.push(p));
     push(0, 1);
@@ -89,11 +90,7 @@ describe("Deferral (ffi/deferred.ts), the edge of the stack", () => {
   });
 
   test("a run stopped inside a callback stops the run it is in: nothing left runs at that depth, all of it on the microtask, in queue order", async () => {
-    let refuse = 1;
-    const { made, state, push } = deferral((low) => {
-      if (low === 2 && refuse-- > 0) throw new RangeError("Maximum call stack size exceeded");
-      return low;
-    });
+    const { made, state, push } = deferral(refusingOnce(2));
     const ran: unknown[] = [];
     made.slot(0, ["ptr"], (p) => void ran.push(p));
     // Slot 1: a callback that makes a deferring call of its own, which queues 2 and 3.
