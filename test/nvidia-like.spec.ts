@@ -1,0 +1,76 @@
+// The README's OpenCL promises where NVIDIA's driver calls back differently from PoCL, tested on
+// this machine's PoCL through the driver shims of test/native/: sync-driver.c calls an SVM free's
+// callback inside clEnqueueSVMFree on the JS thread, thread-driver.c calls destructor callbacks
+// from a thread of its own after clReleaseMemObject returned. "User code runs on a microtask after
+// the native call returned ... The program cannot tell which", and a hostPtr "use" view is pinned
+// until its destructor callback came, not until release(). Each case runs
+// test/fixtures/nvidia-like-callbacks.ts in a child process with the shim as OPENCL_LIBRARY.
+import { afterAll, describe, test } from "vitest";
+import { assert, buildShim, openclLoader, runScript, skip } from "./helpers.ts";
+
+const fixture = new URL("./fixtures/nvidia-like-callbacks.ts", import.meta.url);
+const syncDriver = buildShim("sync-driver", openclLoader());
+const threadDriver = buildShim("thread-driver", openclLoader());
+afterAll(() => {
+  for (const driver of [syncDriver, threadDriver]) if ("cleanup" in driver) driver.cleanup();
+});
+
+async function child(
+  driver: typeof syncDriver,
+  mode: string,
+  env: Record<string, string> = {},
+): Promise<Record<string, unknown>> {
+  if ("skip" in driver) skip(driver.skip);
+  const r = await runScript(fixture, [mode], { env: { OPENCL_LIBRARY: driver.path, ...env }, timeout: 60_000 });
+  const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+  assert.equal(r.timedOut, false, `${mode}: hung\n${out}`);
+  assert.equal(r.signal, null, `${mode}: killed by ${r.signal}\n${out}`);
+  assert.equal(r.code, 0, `${mode}: exit code ${r.code}\n${out}`);
+  const report = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+  if (report.skip) skip(String(report.skip));
+  assert.equal(report.liveObjects, 0, `${mode}: objects left behind\n${out}`);
+  return report;
+}
+
+describe("an SVM free's callback made inside clEnqueueSVMFree (test/native/sync-driver.c, as NVIDIA may)", () => {
+  test(
+    "onFree never runs inside enqueueSVMFree nor inside later calls of the same turn; it runs once, before wait() settles, with the allocations in order",
+    async () => {
+      await child(syncDriver, "onfree-inline");
+    },
+    70_000,
+  );
+
+  test(
+    "onFree that enqueues another free, throws undefined, or releases its queue and context; 300 frees back to back: each once, in order, never inside its enqueue",
+    async () => {
+      const report = await child(syncDriver, "onfree-reentry");
+      assert.ok(Number(report.inline) >= 304, `the driver called back inside the call ${report.inline} times`);
+    },
+    70_000,
+  );
+});
+
+describe("destructor callbacks from a driver thread (test/native/thread-driver.c, as NVIDIA calls them)", () => {
+  for (const mode of ["pin-window", "pin-window-dropped"]) {
+    test(
+      `a hostPtr "use" view dropped after release() survives forced GC until its destructor came, 1 s later (${
+        mode === "pin-window" ? "with a destructor callback" : "destroyed only"
+      })`,
+      async () => {
+        const report = await child(threadDriver, mode, { MEMLIFE_DRIVER_DELAY_US: "1000000" });
+        assert.ok(Number(report.collectionsInWindow) > 0);
+      },
+      70_000,
+    );
+  }
+
+  test(
+    "400 buffers whose callbacks release other buffers, make new ones, throw anything: each once, in reverse order, one at a time, never inside release()",
+    async () => {
+      const report = await child(threadDriver, "destructor-hostile");
+      assert.ok(Number(report.fromDriverThread) >= 400);
+    },
+    70_000,
+  );
+});
