@@ -74,3 +74,27 @@ describe("destructor callbacks from a driver thread (test/native/thread-driver.c
     70_000,
   );
 });
+
+describe("SVM kinds a device lacks (test/native/fault-driver.c answering CL_DEVICE_SVM_CAPABILITIES)", () => {
+  const faultDriver = buildShim("fault-driver", openclLoader());
+  afterAll(() => {
+    if ("cleanup" in faultDriver) faultDriver.cleanup();
+  });
+  const refused = "clSVMAlloc CL_INVALID_OPERATION naming the device";
+  const cases: [string, string, Record<string, string>][] = [
+    ["1", "coarse-grain buffers only, as NVIDIA", { coarse: "allocated", fine: refused, "fine+atomics": refused }],
+    ["3", "no SVM atomics", { coarse: "allocated", fine: "allocated", "fine+atomics": refused }],
+    ["0", "no SVM at all", { coarse: refused, fine: refused, "fine+atomics": refused }],
+  ];
+  for (const [caps, what, expected] of cases) {
+    test(
+      `${what}: svmAlloc of a kind it lacks is CL_INVALID_OPERATION naming the device, before clSVMAlloc, every time`,
+      async () => {
+        const report = await child(faultDriver, "svm-caps", { MEMLIFE_SVM_CAPS: caps });
+        const again = Object.fromEntries(Object.entries(expected).map(([k, v]) => [`${k} again`, v]));
+        assert.deepEqual(report.attempts, { ...expected, ...again });
+      },
+      40_000,
+    );
+  }
+});
