@@ -84,7 +84,8 @@ CL_API_ENTRY cl_int CL_API_CALL clGetKernelWorkGroupInfo(cl_kernel kernel, cl_de
  * With MEMLIFE_SVM_CAPS=<n>, CL_DEVICE_SVM_CAPABILITIES answers n for every device, as a device
  * without some SVM kind does (NVIDIA: 1, coarse-grain buffers only; 0: no SVM), so that memlife's
  * refusal of a kind the device lacks is tested on PoCL, which has them all. clSVMAlloc counts the
- * calls that reached it: the refusal must come before the native call.
+ * calls that reached it: the refusal must come before the native call. With MEMLIFE_FAIL_FN=clSVMAlloc
+ * the chosen call returns NULL, as a driver that cannot allocate does (clSVMAlloc has no error code).
  */
 static long svm_allocs;
 long fault_driver_svm_allocs(void) { return svm_allocs; }
@@ -104,5 +105,7 @@ CL_API_ENTRY cl_int CL_API_CALL clGetDeviceInfo(cl_device_id device, cl_device_i
 
 CL_API_ENTRY void *CL_API_CALL clSVMAlloc(cl_context context, cl_svm_mem_flags flags, size_t size, cl_uint alignment) {
   svm_allocs++;
+  static long calls;
+  if (injected(__func__, &calls) != 0) return NULL;
   return ((void *(*)(cl_context, cl_svm_mem_flags, size_t, cl_uint))next(__func__))(context, flags, size, alignment);
 }
