@@ -51,6 +51,25 @@ describe("an SVM free's callback made inside clEnqueueSVMFree (test/native/sync-
   );
 });
 
+describe("a callback inside clEnqueueSVMFree that deoptimizes its caller (sync-driver.c)", () => {
+  test(
+    "does not abort: clEnqueueSVMFree is never a V8 fast call on Deno (100 000 raw frees, child process)",
+    async () => {
+      if ("skip" in syncDriver) return skip(syncDriver.skip);
+      const r = await runScript(new URL("./fixtures/deno-fast-call-svm-free.ts", import.meta.url), ["100000"], {
+        env: { OPENCL_LIBRARY: syncDriver.path },
+        timeout: 60_000,
+      });
+      const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+      assert.equal(r.timedOut, false, `hung\n${out}`);
+      assert.equal(r.signal, null, out);
+      assert.equal(r.code, 0, out);
+      assert.equal(r.stdout.trim().split("\n").at(-1), "ok", out);
+    },
+    70_000,
+  );
+});
+
 describe("destructor callbacks from a driver thread (test/native/thread-driver.c, as NVIDIA calls them)", () => {
   for (const mode of ["pin-window", "pin-window-dropped"]) {
     test(
