@@ -80,6 +80,8 @@ export const reclaim: unique symbol = Symbol("memlife.reclaim");
  */
 export const useSVM: unique symbol = Symbol("memlife.useSVM");
 export const unuseSVM: unique symbol = Symbol("memlife.unuseSVM");
+/** SVMAllocation (static): the commands counted by `useSVM` not yet seen complete (`commandsInFlight`). */
+export const usesOf: unique symbol = Symbol("memlife.usesOf");
 /** CommandQueue (static, as those below): wraps the cl_event the enqueue call just wrote. */
 export const newCommand: unique symbol = Symbol("memlife.newCommand");
 /** Context: a FailureGuard's hold on a cl_event (event.ts), which keeps the context as a child does. */

@@ -100,4 +100,15 @@ describe("a driver that fails one call", () => {
     const r = await withFailure("retain-released-queue", "clRetainEvent");
     assert.equal(r.commandsInFlight, 0, "the released allocation stayed in use for good");
   }, 40_000);
+
+  test(
+    "clSVMAlloc returns NULL (it has no error code): an OpenCLError CL_MEM_OBJECT_ALLOCATION_FAILURE naming clSVMAlloc, with a sentence; the next allocation works",
+    async () => {
+      const r = await withFailure("svm-null", "clSVMAlloc");
+      assert.equal(r.threw, "clSVMAlloc CL_MEM_OBJECT_ALLOCATION_FAILURE");
+      assert.match(String(r.message), /NULL/);
+      assert.equal(r.againAlive, true);
+    },
+    40_000,
+  );
 });

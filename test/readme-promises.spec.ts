@@ -506,6 +506,8 @@ describe("README, Errors", () => {
     assert.match(String(e.message), /\/etc\/OpenCL\/vendors/);
     assert.match(String(e.message), /OCL_ICD_VENDORS/);
     assert.match(String(e.message), /OCL_ICD_FILENAMES/);
+    // "... and the driver packages"
+    assert.match(String(e.message), /pocl-opencl-icd/);
   });
 
   test('"LibraryLoadError { library, tried }: ... the cause of each failure" (child process)', async () => {

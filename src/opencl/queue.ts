@@ -96,6 +96,7 @@ import {
   svmPointer,
   svmSize,
   unuseSVM,
+  usesOf,
   useSVM,
   waitListOf,
 } from "../internal.ts";
@@ -811,6 +812,7 @@ export class CommandQueue {
       else for (let j = 0; j < i && !twice; j++) twice = given[j] === a;
       if (twice) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
       refuseUnfreeable(this.#context, a, i);
+      if (events.length === 0 && this.#usedElsewhere(a)) throw unfreeable(i, "elsewhere");
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
@@ -883,6 +885,26 @@ export class CommandQueue {
     return CommandQueue[newCommand](this, outcome);
   }
 
+  /**
+   * A command of another queue that memlife has not seen end uses `a`. clEnqueueSVMFree frees in
+   * its own queue's order only: without a wait list the driver freed at once, under that command
+   * (a kernel behind a closed gate on another queue then wrote into the freed memory: SIGSEGV on
+   * every runtime, test/fixtures/svm-free-other-queue.ts). A wait list is the program's say that
+   * the free comes after it, as the README asks; a command whose status says it ended uses nothing.
+   */
+  #usedElsewhere(a: SVMAllocation): boolean {
+    if (SVMAllocation[usesOf](a) === 0) return false;
+    for (const queue of busy) {
+      if (queue === this) continue;
+      const pins = queue.#pins;
+      for (let i = 0; i < pins.length; i++) {
+        const svm = pins[i].svm;
+        if (svm !== undefined && svm.includes(a) && !ended(pins[i], false)) return true;
+      }
+    }
+    return false;
+  }
+
   /** `enqueueSVMFree([a])`: the quiet path below for one allocation, by the same rules. */
   #freeOne(a: unknown): Event {
     if (!SVMAllocation[genuine](a)) throw new TypeError(`allocations[0] is not a cl.SVMAllocation, got ${show(a)}`);
@@ -890,6 +912,7 @@ export class CommandQueue {
     if (userEventsOpen()) return this.#freeList([a], 1, undefined, undefined);
     const handle = this.#live();
     refuseUnfreeable(this.#context, a, 0);
+    if (this.#usedElsewhere(a)) throw unfreeable(0, "elsewhere");
     const array = scratchPointers(1);
     backend.writePointer(array, 0, SVMAllocation[svmPointer](a));
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
@@ -1593,7 +1616,7 @@ function refuseUnfreeable(context: Context, a: SVMAllocation, i: number): void {
  * bytecode, 119 without), it used up V8's inlining budget of a free's caller, which then made the
  * free's `new Event` through the generic construct stub (`--trace-turbo-inlining`).
  */
-function unfreeable(i: number, why: "context" | "mapped" | "held"): Error {
+function unfreeable(i: number, why: "context" | "mapped" | "held" | "elsewhere"): Error {
   return why === "context"
     ? new TypeError(`allocations[${i}] belongs to another context than this queue`)
     : new OpenCLError(
@@ -1601,7 +1624,9 @@ function unfreeable(i: number, why: "context" | "mapped" | "held"): Error {
       OpenCLStatus.CL_INVALID_OPERATION,
       why === "mapped"
         ? `allocations[${i}] is mapped: unmap() it first (a mapping holds its allocation until the unmap completed)`
-        : `allocations[${i}] is the memory of a hostPtr "use" buffer: release that buffer first (its memory is the allocation's until its destructor ran)`,
+        : why === "held"
+        ? `allocations[${i}] is the memory of a hostPtr "use" buffer: release that buffer first (its memory is the allocation's until its destructor ran)`
+        : `allocations[${i}] is used by a command of another queue that has not ended: give that command's event as waitFor (a free waits for its own queue's commands only), or wait for it first`,
     );
 }
 

@@ -42,6 +42,7 @@ import {
   svmPointer,
   svmSize,
   unuseSVM,
+  usesOf,
   useSVM,
 } from "../internal.ts";
 
@@ -337,6 +338,11 @@ export class SVMAllocation {
       opencl_clSVMFree()(cls.Context[nativeHandle](a.#context), pointer);
       cls.disown(a.#context);
     }
+  }
+
+  /** @internal `commandsInFlight`, read through the class (an own property could shadow the getter). */
+  static [usesOf](a: SVMAllocation): number {
+    return a.#uses;
   }
 
   /** Enqueued commands that use the allocation and have not completed yet (as memlife last heard). */

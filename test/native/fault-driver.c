@@ -79,3 +79,33 @@ CL_API_ENTRY cl_int CL_API_CALL clGetKernelWorkGroupInfo(cl_kernel kernel, cl_de
   return ((cl_int(*)(cl_kernel, cl_device_id, cl_kernel_work_group_info, size_t, void *, size_t *))next(__func__))(
       kernel, device, what, size, value, size_ret);
 }
+
+/*
+ * With MEMLIFE_SVM_CAPS=<n>, CL_DEVICE_SVM_CAPABILITIES answers n for every device, as a device
+ * without some SVM kind does (NVIDIA: 1, coarse-grain buffers only; 0: no SVM), so that memlife's
+ * refusal of a kind the device lacks is tested on PoCL, which has them all. clSVMAlloc counts the
+ * calls that reached it: the refusal must come before the native call. With MEMLIFE_FAIL_FN=clSVMAlloc
+ * the chosen call returns NULL, as a driver that cannot allocate does (clSVMAlloc has no error code).
+ */
+static long svm_allocs;
+long fault_driver_svm_allocs(void) { return svm_allocs; }
+
+CL_API_ENTRY cl_int CL_API_CALL clGetDeviceInfo(cl_device_id device, cl_device_info what, size_t size, void *value,
+                                                size_t *size_ret) {
+  const char *caps = getenv("MEMLIFE_SVM_CAPS");
+  if (caps != NULL && what == CL_DEVICE_SVM_CAPABILITIES) {
+    if (value != NULL && size < sizeof(cl_device_svm_capabilities)) return CL_INVALID_VALUE;
+    if (value != NULL) *(cl_device_svm_capabilities *)value = (cl_device_svm_capabilities)atol(caps);
+    if (size_ret != NULL) *size_ret = sizeof(cl_device_svm_capabilities);
+    return CL_SUCCESS;
+  }
+  return ((cl_int(*)(cl_device_id, cl_device_info, size_t, void *, size_t *))next(__func__))(device, what, size, value,
+                                                                                              size_ret);
+}
+
+CL_API_ENTRY void *CL_API_CALL clSVMAlloc(cl_context context, cl_svm_mem_flags flags, size_t size, cl_uint alignment) {
+  svm_allocs++;
+  static long calls;
+  if (injected(__func__, &calls) != 0) return NULL;
+  return ((void *(*)(cl_context, cl_svm_mem_flags, size_t, cl_uint))next(__func__))(context, flags, size, alignment);
+}
