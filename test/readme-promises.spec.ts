@@ -2,6 +2,10 @@
  * Promises README.md makes that no other spec would catch if they broke: each test quotes the
  * promise it holds memlife to. Every test makes its own context or device and releases it.
  */
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
 import { afterAll, describe, test } from "vitest";
 import { assert, random, randomMesh, runScript, runtime, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, EmbreeError, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
@@ -525,5 +529,95 @@ describe("README, Errors", () => {
       assert.ok((e.tried as string[]).includes(path), `${key}: tried ${JSON.stringify(e.tried)}`);
       assert.match(String(e.message), /Failures: \/nonexistent\/\S+: .+/);
     }
+  });
+});
+
+// --- loading the libraries ------------------------------------------------------------------------
+
+/** The names README's "Loading" and `LibraryLoadError` promise memlife searches on Linux, in order. */
+const searched = {
+  embree: ["libembree4.so.4", "libembree4.so", "libembree3.so.3", "libembree3.so"],
+  opencl: ["libOpenCL.so.1", "libOpenCL.so"],
+};
+
+/**
+ * A directory for LD_LIBRARY_PATH, searched before the system's: `files` maps a library name to a
+ * file to link there, or to null for a file that is no library (the dynamic loader stops at the
+ * first file of a name it finds, and fails on it).
+ */
+function shadow(files: Record<string, string | null>): { dir: string; [Symbol.dispose](): void } {
+  const dir = mkdtempSync(join(tmpdir(), "memlife-shadow-"));
+  for (const [name, target] of Object.entries(files)) {
+    if (target === null) writeFileSync(join(dir, name), "not a library\n");
+    else symlinkSync(target, join(dir, name));
+  }
+  return { dir, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** The child's environment: only LD_LIBRARY_PATH decides (empty override variables read as unset). */
+const searchEnv = (dir: string) => ({ LD_LIBRARY_PATH: dir, OPENCL_LIBRARY: "", EMBREE_LIBRARY: "" });
+
+describe("README, loading the libraries (child processes; LD_LIBRARY_PATH shadows the names searched)", () => {
+  test('"EMBREE_LIBRARY, then libembree4.so.4, libembree4.so ..., then the same for Embree 3": when none loads, LibraryLoadError lists every path tried, in order, with the cause of each failure and the packages', async () => {
+    if (process.platform !== "linux") skip("the search list checked here is Linux's");
+    using dir = shadow(Object.fromEntries([...searched.embree, ...searched.opencl].map((name) => [name, null])));
+    const r = await childReport("readme-library-load.ts", searchEnv(dir.dir));
+    const packages = { embree: /libembree3-3.*libembree4-4/, opencl: /ocl-icd-libopencl1 pocl-opencl-icd/ };
+    for (const key of ["embree", "opencl"] as const) {
+      const e = r[key] as Record<string, unknown>;
+      assert.equal(e.isLibraryLoadError, true, `${key}: ${JSON.stringify(e)}`);
+      assert.equal(e.library, key === "embree" ? "Embree" : "OpenCL");
+      assert.deepEqual(e.tried, searched[key], `${key}: every name, most preferred first`);
+      const message = String(e.message);
+      assert.match(message, packages[key], `${key}: the packages that provide it`);
+      const failures = message.slice(message.indexOf("Failures: ") + "Failures: ".length).split("; ");
+      assert.equal(failures.length, searched[key].length, `${key}: one cause per path: ${message}`);
+      searched[key].forEach((name, i) => {
+        // Each cause is that file's own: the loader's reason names the file it found in the directory.
+        assert.ok(failures[i].startsWith(`${name}: `), `${key}: failure ${i} is ${name}'s: ${failures[i]}`);
+        assert.ok(failures[i].includes(join(dir.dir, name)), `${key}: ${name}'s cause: ${failures[i]}`);
+      });
+    }
+  });
+
+  test('"the first call loads Embree 4, else 3": a libembree4.so.4 is taken before Embree 3, and one that does not load is passed over', async () => {
+    if (process.platform !== "linux") skip("the search list checked here is Linux's");
+    // The Embree this machine has, as a file, to stand in for an Embree 4 under its name.
+    const plain = await childReport("readme-library-load.ts", { OPENCL_LIBRARY: "", EMBREE_LIBRARY: "" });
+    const real = (plain.embree as { file?: string }).file;
+    if (real === undefined) skip(`no Embree loads here: ${JSON.stringify(plain.embree)}`);
+    {
+      using dir = shadow({ "libembree4.so.4": real });
+      const r = await childReport("readme-library-load.ts", searchEnv(dir.dir));
+      assert.deepEqual(r.embree, { path: "libembree4.so.4", file: real }, "the Embree 4 name is taken first");
+    }
+    {
+      using dir = shadow({ "libembree4.so.4": null });
+      const r = await childReport("readme-library-load.ts", searchEnv(dir.dir));
+      const loaded = r.embree as { path?: string; file?: string };
+      assert.ok(loaded.path !== undefined, `a later name loads: ${JSON.stringify(loaded)}`);
+      assert.ok(searched.embree.indexOf(loaded.path) > 0, `a later name than libembree4.so.4: ${loaded.path}`);
+      assert.equal(loaded.file, real);
+    }
+  });
+
+  test('"OPENCL_LIBRARY and EMBREE_LIBRARY override the search": a path set there is opened, whatever the search would find', async () => {
+    if (process.platform !== "linux") skip("the search list checked here is Linux's");
+    const plain = await childReport("readme-library-load.ts", { OPENCL_LIBRARY: "", EMBREE_LIBRARY: "" });
+    const files = {
+      opencl: (plain.opencl as { file?: string }).file,
+      embree: (plain.embree as { file?: string }).file,
+    };
+    if (files.opencl === undefined || files.embree === undefined) {
+      skip(`a library does not load here: ${JSON.stringify(plain)}`);
+    }
+    using dir = shadow(Object.fromEntries([...searched.embree, ...searched.opencl].map((name) => [name, null])));
+    const r = await childReport("readme-library-load.ts", {
+      LD_LIBRARY_PATH: dir.dir,
+      OPENCL_LIBRARY: files.opencl,
+      EMBREE_LIBRARY: files.embree,
+    });
+    assert.deepEqual(r.opencl, { path: files.opencl, file: files.opencl });
+    assert.deepEqual(r.embree, { path: files.embree, file: files.embree });
   });
 });
