@@ -500,6 +500,36 @@ describe("README, Errors", () => {
     }
   });
 
+  test('"WorkerError ... Nothing native was done": the refused OpenCL and Embree calls load no library and install no monitor (child process)', async () => {
+    const r = await childReport("readme-worker-host.ts");
+    assert.equal(r.error, undefined, String(r.error));
+    assert.equal(r.openclMapped, false, "refusing OpenCL in the Worker opened libOpenCL");
+    // Bun and Deno refuse the monitor, the budget and accounting in a Worker (README, Workers); Node allows them.
+    const embreeRefused = runtime !== "node";
+    for (
+      const [call, feature] of [
+        ["accountingDevice", "rtc.newDevice({ accounting: true })"],
+        ["setMemoryMonitorFunction", "setMemoryMonitorFunction"],
+        ["setMemoryBudget", "setMemoryBudget"],
+      ]
+    ) {
+      if (!embreeRefused) {
+        assert.equal(r[call], "allowed", `${call}: ${JSON.stringify(r[call])}`);
+        continue;
+      }
+      const e = r[call] as Record<string, unknown>;
+      assert.equal(e.isWorkerError, true, `${call}: ${JSON.stringify(e)}`);
+      assert.equal(e.feature, feature);
+      assert.equal(e.runtime, runtime);
+    }
+    if (embreeRefused) {
+      assert.equal(r.embreeMappedByRefusal, false, "refusing { accounting: true } opened Embree");
+      assert.equal(r.accounting, false, "a refused monitor or budget started accounting");
+    } else {
+      assert.equal(r.accounting, true);
+    }
+  });
+
   test('"No OpenCL platform: cl.getPlatforms() is empty and cl.createContext() throws ... CL_PLATFORM_NOT_FOUND_KHR" (child process)', async () => {
     const r = await childReport("readme-no-platform.ts", { OCL_ICD_VENDORS: "/nonexistent", OCL_ICD_FILENAMES: "" });
     assert.equal(r.platforms, 0);
