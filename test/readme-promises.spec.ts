@@ -427,6 +427,85 @@ describe("README, Embree", () => {
     }
   });
 
+  test(
+    "\"Any other error belongs to the device's commit in flight\": 16 devices committing 6 scenes each at once; each refused commit's cause is what its own monitor threw during it, and every exception arrives once",
+    async () => {
+      /** What a monitor throws: which device, and which of its scenes it took to be committing. */
+      class Thrown extends Error {
+        device: number;
+        scene: number;
+        constructor(device: number, scene: number) {
+          super(`device ${device}, scene ${scene}`);
+          this.device = device;
+          this.scene = scene;
+        }
+      }
+      const reported: unknown[] = [];
+      onCallbackError((error) => void reported.push(error));
+      const devices: rtc.Device[] = [];
+      const commits: Promise<void>[] = [];
+      const thrown: Thrown[] = [];
+      const causes: unknown[] = [];
+      const misrouted: string[] = [];
+      let committed = 0;
+      try {
+        for (let d = 0; d < 16; d++) {
+          const device = rtc.newDevice(d % 2 ? "threads=1" : "threads=0");
+          devices.push(device);
+          // One device's commits run one after another, in call order: the one in flight is the
+          // first not settled.
+          let committing = 0;
+          let armed = false;
+          const rand = random(1000 + d);
+          device.setMemoryMonitorFunction((bytes, post) => {
+            // About 1 allocation in 40 refused: some commits fail, most succeed.
+            if (armed && bytes > 0 && !post && rand() < 1 / 40) {
+              const error = new Thrown(d, committing);
+              thrown.push(error);
+              throw error;
+            }
+          });
+          const scenes = Array.from({ length: 6 }, (_, s) => {
+            const scene = device.newScene();
+            const m = randomMesh(random(d * 10 + s), 2_000 + 3_000 * s);
+            scene.addTriangleMesh(m.vertices, m.indices);
+            return scene;
+          });
+          armed = true;
+          scenes.forEach((scene, s) => {
+            commits.push(
+              scene.commit().then(() => void committed++, (error) => {
+                causes.push(error instanceof EmbreeError ? error.cause : error);
+                const cause = error instanceof EmbreeError ? error.cause : undefined;
+                if (!(cause instanceof Thrown) || cause.device !== d || cause.scene !== s) {
+                  misrouted.push(`device ${d} scene ${s}: ${String(error)}, cause ${String(cause)}`);
+                }
+              }).finally(() => {
+                committing = s + 1;
+                scene.release();
+              }),
+            );
+          });
+        }
+        await withTimeout(Promise.all(commits), 60_000, "96 commits");
+        assert.deepEqual(misrouted, []);
+        assert.ok(
+          causes.length > 0 && committed > 0,
+          `${causes.length} refused, ${committed} committed: the test needs both`,
+        );
+        // Each exception reached the program once: as a commit's cause, or else through onCallbackError.
+        const delivered = [...causes, ...reported];
+        assert.equal(new Set(delivered).size, delivered.length, "an exception was delivered twice");
+        assert.deepEqual(new Set(delivered), new Set(thrown));
+      } finally {
+        await Promise.allSettled(commits);
+        for (const device of devices) device.release();
+        onCallbackError(null);
+      }
+    },
+    70_000,
+  );
+
   test('"while commits of different devices run at once"', async () => {
     // Forced order, no timing: device A's commit (one triangle: 2 allocations, from the thread that
     // runs the commit) starts device B's commit from A's monitor at its first allocation, then holds
