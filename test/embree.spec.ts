@@ -355,6 +355,32 @@ describe("threads", () => {
     assert.equal(device.memory.bytes, 0);
   }, 120_000);
 
+  test(
+    "the same on the main thread (child process): TBB workers' calls are relayed there, and a refusal from a worker is honoured",
+    async () => {
+      // On Bun this file runs in a vitest worker thread, whose async calls are polled: the main
+      // thread's path (threadsafe JSCallbacks, the TinyCC relay) is only reached by a program's own thread.
+      const result = await runScript(new URL("./fixtures/main-thread-monitor.ts", import.meta.url), [], {
+        timeout: 90_000,
+      });
+      const out = `${result.stdout}${result.stderr}`.trim().slice(-2000);
+      assert.equal(result.timedOut, false, `hung:\n${out}`);
+      assert.equal(result.signal, null, `killed by ${result.signal}:\n${out}`);
+      assert.equal(result.code, 0, out);
+      const r = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+      assert.equal(r.inWorker, false, "the child runs on the main thread");
+      assert.ok((r.relayed as number) > 0, `no monitor call came from another thread: ${out}`);
+      assert.ok((r.allowed as number) >= 2, `only ${r.allowed} allocations from other threads`);
+      assert.equal(r.hit, true, "the committed scene traces");
+      assert.equal(r.bytesAfterFirst, 0);
+      assert.equal(r.refused, `rtcCommitScene ${OOM}`);
+      assert.equal(r.refusedFromWorker, true, "the refused call came from another thread");
+      assert.equal(r.denied, 1);
+      assert.equal(r.bytes, 0);
+    },
+    100_000,
+  );
+
   test("Deno: a TBB worker's monitor call waits on memlife's ticket, answered through the event relay", async () => {
     // Inside Deno's own thread-safe callback the worker was woken only after the JS thread's
     // whole task, while the others spun on the allocator lock it held: a 10k-triangle commit with
