@@ -1,7 +1,7 @@
 // First-run errors: what a new user sees when a Deno permission is missing or no OpenCL driver is
 // installed, instead of an error that blames the wrong thing.
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -139,6 +139,46 @@ describe("first-run errors", () => {
     assert.match(context.message!, /OCL_ICD_FILENAMES/);
     assert.match(context.message!, /pocl-opencl-icd/);
   });
+});
+
+describe("setting up (.ci/setup)", () => {
+  // README, Quick start: "Both commands install what is missing first (.ci/setup)".
+  const root = fileURLToPath(new URL("..", import.meta.url));
+  const setup = (path: string) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile("bash", [join(root, ".ci/setup")], { timeout: 60_000, env: { ...process.env, PATH: path } }, (
+        error,
+        stdout,
+        stderr,
+      ) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }));
+    });
+
+  test(
+    "npm test and npm run bench run it first; with everything there it installs nothing; as a user it names the missing packages and the command",
+    async () => {
+      const scripts = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).scripts as Record<string, string>;
+      for (const name of ["test", "bench"]) assert.match(scripts[name], /^bash \.ci\/setup\b/, `npm run ${name}`);
+      if (process.platform !== "linux") skip(".ci/setup is for Debian and Ubuntu");
+      const everything = await setup(process.env.PATH ?? "");
+      assert.equal(everything.code, 0, everything.stderr);
+      assert.doesNotMatch(everything.stdout, /installing/, "it installed something though everything is there");
+      // A user (id -u is not 0) on a machine whose dynamic loader knows no library: nothing is
+      // installed, and the message names every system package memlife needs.
+      const dir = mkdtempSync(join(tmpdir(), "memlife-setup-"));
+      try {
+        writeFileSync(join(dir, "ldconfig"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+        writeFileSync(join(dir, "id"), "#!/bin/sh\necho 1000\n", { mode: 0o755 });
+        const bare = await setup(`${dir}:${process.env.PATH ?? ""}`);
+        assert.equal(bare.code, 1, bare.stdout + bare.stderr);
+        assert.equal(bare.stdout, "", "it installed something as a user");
+        assert.match(bare.stderr, /apt-get install .*ocl-icd-libopencl1/);
+        assert.match(bare.stderr, /apt-get install .*libembree3-3/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    70_000,
+  );
 });
 
 /**
