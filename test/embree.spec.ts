@@ -864,6 +864,42 @@ describe("errors and lifetimes", () => {
     assert.ok(LibraryLoadError.prototype instanceof Error);
   }, 40_000);
 
+  test(
+    "devices made until rtcNewDevice fails (child process): a clear EmbreeError, nothing left by it, the others still work, all freed after",
+    async () => {
+      const result = await runScript(new URL("./fixtures/embree-many-devices.ts", import.meta.url), [], {
+        timeout: 90_000,
+      });
+      const out = `${result.stdout}${result.stderr}`.trim().slice(-2000);
+      assert.equal(result.timedOut, false, `hung:\n${out}`);
+      assert.equal(result.signal, null, `killed by ${result.signal}:\n${out}`);
+      assert.equal(result.code, 0, out);
+      const r = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+      const made = r.made as number;
+      assert.ok(made >= 100, out);
+      if (r.failure !== null) {
+        const failure = r.failure as Record<string, unknown>;
+        assert.equal(failure.kind, "EmbreeError", out);
+        assert.equal(failure.fn, "rtcNewDevice");
+        assert.ok((failure.code as number) > 0, out);
+        // Embree 3 fails a good configuration with no message once no pthread key is left (about
+        // 1000 devices): the sentence must not blame the configuration alone.
+        const message = String(failure.message);
+        assert.ok(
+          !message.includes("cannot create a device with the configuration") ||
+            message.includes(`with ${made} devices alive`),
+          message,
+        );
+      }
+      assert.equal(r.liveAtLimit, made, "the device that could not be made left its state behind");
+      assert.ok((r.monitorCalls as number) > 0, "a device at the limit still calls its monitor");
+      assert.equal(r.hit, true, "a device at the limit still commits and traces");
+      assert.equal(r.liveAfter, 0, "devices left once every one was released");
+      assert.equal(r.again, true, "no device can be made after all were released");
+    },
+    100_000,
+  );
+
   test("an error raised on the JS thread is routed to its call", () => {
     using device = rtc.newDevice();
     assert.throws(
