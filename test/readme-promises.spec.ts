@@ -10,6 +10,7 @@ import { afterAll, describe, test } from "vitest";
 import { assert, random, randomMesh, runScript, runtime, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, EmbreeError, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
 import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
+import { liveStates } from "../src/embree/state.ts";
 
 // Whatever a test left behind, the next spec file's process starts clean; this is for the tests here.
 afterAll(() => onCallbackError(null));
@@ -500,6 +501,54 @@ describe("README, Embree", () => {
       } finally {
         await Promise.allSettled(commits);
         for (const device of devices) device.release();
+        onCallbackError(null);
+      }
+    },
+    70_000,
+  );
+
+  test(
+    '"A scene released during its own commit is freed when the commit settles" and "A device outlives its scenes", at scale: 300 scenes of one device committed at once, released during and after their commits, the device released first',
+    async () => {
+      const reported: unknown[] = [];
+      onCallbackError((error) => void reported.push(error));
+      // Devices memlife still keeps: one is released natively once its last scene is.
+      const devicesBefore = liveStates();
+      const device = rtc.newDevice("threads=0", { accounting: true });
+      let calls = 0;
+      // Every 97th allocation refused: some commits fail (and some adds), the rest go through.
+      device.setMemoryMonitorFunction((bytes, post) => !(bytes > 0 && !post && ++calls % 97 === 0));
+      const m = mesh(3_000);
+      const outcomes: Promise<string>[] = [];
+      try {
+        for (let i = 0; i < 300; i++) {
+          const scene = device.newScene();
+          try {
+            scene.addTriangleMesh(m.vertices, m.indices);
+          } catch (error) {
+            assert.ok(error instanceof EmbreeError && error.codeName === "RTC_ERROR_OUT_OF_MEMORY", String(error));
+          }
+          const outcome = scene.commit().then(
+            () => "ok",
+            (error) => error instanceof EmbreeError ? error.codeName : String(error),
+          );
+          if (i % 3 === 0) {
+            scene.release(); // during its own commit
+            outcomes.push(outcome);
+          } else {
+            outcomes.push(outcome.finally(() => scene.release()));
+          }
+        }
+        device.release(); // before any commit settled: its scenes keep it
+        const settled = await withTimeout(Promise.all(outcomes), 60_000, "300 commits");
+        assert.deepEqual([...new Set(settled)].sort(), ["RTC_ERROR_OUT_OF_MEMORY", "ok"]);
+        // Releases made while other commits ran went off the JS thread: wait for them.
+        await until(() => liveStates() === devicesBefore, 10_000, "the device released natively");
+        assert.equal(device.memory.bytes, 0, "every scene was freed");
+        assert.deepEqual(reported, []);
+      } finally {
+        await Promise.allSettled(outcomes);
+        device.release();
         onCallbackError(null);
       }
     },
