@@ -24,7 +24,7 @@ import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
 import { Deferral, deferringFits } from "./deferred.ts";
 import { BackendError } from "./errors.ts";
-import { keepLoader } from "./keep-loaded.ts";
+import { keepLoader, loaderReason } from "./keep-loaded.ts";
 import { pointable } from "./views.ts";
 import { type LedgerCalls, nativeLedger } from "./native-ledger.ts";
 import type {
@@ -367,6 +367,7 @@ function bindAsync(name: string, def: SymbolDef, fn: NativeFunction): (...args: 
 // ---------------------------------------------------------------------------- open
 
 const keepLoaded = keepLoader(open, readCString, process.platform);
+const whyNotLoaded = loaderReason(open, readCString, process.platform);
 
 function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T> {
   if (options?.keepLoaded) keepLoaded(path);
@@ -389,7 +390,12 @@ function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptio
     // Bun refuses the whole table when one symbol is missing. Unless the library itself failed
     // to open, bind what is required (its error names the missing symbol), then probe each
     // optional symbol alone.
-    if ((first as { code?: string }).code === "ERR_DLOPEN_FAILED" || optional.length === 0) throw first;
+    if ((first as { code?: string }).code === "ERR_DLOPEN_FAILED") {
+      // Bun's message is its retry's in the working directory: the loader's own reason says more.
+      const reason = whyNotLoaded(path);
+      throw reason === null ? first : new BackendError(`Failed to open library "${path}": ${reason}`, { cause: first });
+    }
+    if (optional.length === 0) throw first;
     if (Object.keys(required).length > 0) {
       const lib = dlopen(path, required);
       libs.push(lib);

@@ -355,6 +355,32 @@ describe("threads", () => {
     assert.equal(device.memory.bytes, 0);
   }, 120_000);
 
+  test(
+    "the same on the main thread (child process): TBB workers' calls are relayed there, and a refusal from a worker is honoured",
+    async () => {
+      // On Bun this file runs in a vitest worker thread, whose async calls are polled: the main
+      // thread's path (threadsafe JSCallbacks, the TinyCC relay) is only reached by a program's own thread.
+      const result = await runScript(new URL("./fixtures/main-thread-monitor.ts", import.meta.url), [], {
+        timeout: 90_000,
+      });
+      const out = `${result.stdout}${result.stderr}`.trim().slice(-2000);
+      assert.equal(result.timedOut, false, `hung:\n${out}`);
+      assert.equal(result.signal, null, `killed by ${result.signal}:\n${out}`);
+      assert.equal(result.code, 0, out);
+      const r = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+      assert.equal(r.inWorker, false, "the child runs on the main thread");
+      assert.ok((r.relayed as number) > 0, `no monitor call came from another thread: ${out}`);
+      assert.ok((r.allowed as number) >= 2, `only ${r.allowed} allocations from other threads`);
+      assert.equal(r.hit, true, "the committed scene traces");
+      assert.equal(r.bytesAfterFirst, 0);
+      assert.equal(r.refused, `rtcCommitScene ${OOM}`);
+      assert.equal(r.refusedFromWorker, true, "the refused call came from another thread");
+      assert.equal(r.denied, 1);
+      assert.equal(r.bytes, 0);
+    },
+    100_000,
+  );
+
   test("Deno: a TBB worker's monitor call waits on memlife's ticket, answered through the event relay", async () => {
     // Inside Deno's own thread-safe callback the worker was woken only after the JS thread's
     // whole task, while the others spun on the allocator lock it held: a 10k-triangle commit with
@@ -837,6 +863,42 @@ describe("errors and lifetimes", () => {
     assert.match(report.message, /libembree4-4/);
     assert.ok(LibraryLoadError.prototype instanceof Error);
   }, 40_000);
+
+  test(
+    "devices made until rtcNewDevice fails (child process): a clear EmbreeError, nothing left by it, the others still work, all freed after",
+    async () => {
+      const result = await runScript(new URL("./fixtures/embree-many-devices.ts", import.meta.url), [], {
+        timeout: 90_000,
+      });
+      const out = `${result.stdout}${result.stderr}`.trim().slice(-2000);
+      assert.equal(result.timedOut, false, `hung:\n${out}`);
+      assert.equal(result.signal, null, `killed by ${result.signal}:\n${out}`);
+      assert.equal(result.code, 0, out);
+      const r = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+      const made = r.made as number;
+      assert.ok(made >= 100, out);
+      if (r.failure !== null) {
+        const failure = r.failure as Record<string, unknown>;
+        assert.equal(failure.kind, "EmbreeError", out);
+        assert.equal(failure.fn, "rtcNewDevice");
+        assert.ok((failure.code as number) > 0, out);
+        // Embree 3 fails a good configuration with no message once no pthread key is left (about
+        // 1000 devices): the sentence must not blame the configuration alone.
+        const message = String(failure.message);
+        assert.ok(
+          !message.includes("cannot create a device with the configuration") ||
+            message.includes(`with ${made} devices alive`),
+          message,
+        );
+      }
+      assert.equal(r.liveAtLimit, made, "the device that could not be made left its state behind");
+      assert.ok((r.monitorCalls as number) > 0, "a device at the limit still calls its monitor");
+      assert.equal(r.hit, true, "a device at the limit still commits and traces");
+      assert.equal(r.liveAfter, 0, "devices left once every one was released");
+      assert.equal(r.again, true, "no device can be made after all were released");
+    },
+    100_000,
+  );
 
   test("an error raised on the JS thread is routed to its call", () => {
     using device = rtc.newDevice();

@@ -1,7 +1,9 @@
 // First-run errors: what a new user sees when a Deno permission is missing or no OpenCL driver is
 // installed, instead of an error that blames the wrong thing.
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "vitest";
 import { assert, runScript, runtime, skip } from "./helpers.ts";
@@ -139,19 +141,98 @@ describe("first-run errors", () => {
   });
 });
 
-describe("backend selection", () => {
-  test("a resolver that picks another runtime's backend gets an error naming the export condition", async () => {
-    if (runtime !== "node") skip("Node can be told to resolve with another runtime's condition");
-    const { code, stderr } = await new Promise<{ code: number; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        ["--conditions=deno", fixture],
-        { timeout: 30_000 },
-        (error, _stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }),
-      );
+describe("setting up (.ci/setup)", () => {
+  // README, Quick start: "Both commands install what is missing first (.ci/setup)".
+  const root = fileURLToPath(new URL("..", import.meta.url));
+  const setup = (path: string) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile("bash", [join(root, ".ci/setup")], { timeout: 60_000, env: { ...process.env, PATH: path } }, (
+        error,
+        stdout,
+        stderr,
+      ) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }));
     });
-    assert.notEqual(code, 0);
-    assert.match(stderr, /deno backend was loaded under node/);
-    assert.match(stderr, /"node" export condition/);
+
+  test(
+    "npm test and npm run bench run it first; with everything there it installs nothing; as a user it names the missing packages and the command",
+    async () => {
+      const scripts = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).scripts as Record<string, string>;
+      for (const name of ["test", "bench"]) assert.match(scripts[name], /^bash \.ci\/setup\b/, `npm run ${name}`);
+      if (process.platform !== "linux") skip(".ci/setup is for Debian and Ubuntu");
+      const everything = await setup(process.env.PATH ?? "");
+      assert.equal(everything.code, 0, everything.stderr);
+      assert.doesNotMatch(everything.stdout, /installing/, "it installed something though everything is there");
+      // A user (id -u is not 0) on a machine whose dynamic loader knows no library: nothing is
+      // installed, and the message names every system package memlife needs.
+      const dir = mkdtempSync(join(tmpdir(), "memlife-setup-"));
+      try {
+        writeFileSync(join(dir, "ldconfig"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+        writeFileSync(join(dir, "id"), "#!/bin/sh\necho 1000\n", { mode: 0o755 });
+        const bare = await setup(`${dir}:${process.env.PATH ?? ""}`);
+        assert.equal(bare.code, 1, bare.stdout + bare.stderr);
+        assert.equal(bare.stdout, "", "it installed something as a user");
+        assert.match(bare.stderr, /apt-get install .*ocl-icd-libopencl1/);
+        assert.match(bare.stderr, /apt-get install .*libembree3-3/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    70_000,
+  );
+});
+
+/**
+ * Runs the fixture on this runtime with `flags` before it, and gives its exit code, stdout and
+ * stderr. Through sh, with the executable in the environment: Deno's node:child_process rewrites
+ * the arguments of a child that runs Deno's own executable.
+ */
+function fixtureWith(flags: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const run = runtime === "deno" ? ["run", "-A", ...flags] : flags;
+  return new Promise((resolve) => {
+    execFile("/bin/sh", ["-c", 'exec "$MEMLIFE_RUNTIME" "$@"', "sh", ...run, fixture], {
+      timeout: 30_000,
+      env: { ...process.env, DENO_NO_UPDATE_CHECK: "1", MEMLIFE_RUNTIME: process.execPath },
+    }, (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }));
+  });
+}
+
+/** The flags by which each runtime's own resolver maps `#ffi` to another backend's file. */
+function resolvedTo(backend: "bun" | "deno" | "node", dir: string): string[] {
+  const file = fileURLToPath(new URL(`../ffi/${backend}.ts`, import.meta.url));
+  if (runtime === "node") return [`--conditions=${backend}`];
+  if (runtime === "deno") {
+    const map = join(dir, "import-map.json");
+    writeFileSync(map, JSON.stringify({ imports: { "#ffi": file } }));
+    return [`--import-map=${map}`];
+  }
+  // Bun: its "bun" condition always wins, but a tsconfig path wins over the package's imports.
+  const tsconfig = join(dir, "tsconfig.json");
+  writeFileSync(tsconfig, JSON.stringify({ compilerOptions: { paths: { "#ffi": [file] } } }));
+  return [`--tsconfig-override=${tsconfig}`];
+}
+
+describe("backend selection", () => {
+  // README, Install: "A bundler or test runner that resolves imports itself must use the runtime's
+  // condition ...: otherwise memlife stops at import with an error that says so".
+  test("a resolver that picks another runtime's backend gets an error naming the export condition", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memlife-resolver-"));
+    try {
+      for (const other of (["bun", "deno", "node"] as const).filter((r) => r !== runtime)) {
+        const { code, stdout, stderr } = await fixtureWith(resolvedTo(other, dir));
+        const what = `the ${other} backend under ${runtime}`;
+        assert.notEqual(code, 0, `${what}: ${stdout}`);
+        assert.equal(stdout, "", `${what}: the program ran`);
+        if (other === "bun") {
+          // Bun's backend imports bun:ffi, which Node and Deno refuse while linking, before any of
+          // memlife runs: their own error, naming the scheme.
+          assert.match(stderr, /scheme.*bun|bun:/i, what);
+        } else {
+          assert.match(stderr, new RegExp(`${other} backend was loaded under ${runtime}`), what);
+          assert.match(stderr, new RegExp(`"${runtime}" export condition`), what);
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

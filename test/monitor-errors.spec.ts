@@ -123,6 +123,12 @@ describe("monitors that misbehave otherwise", () => {
     assert.deepEqual(report.reported, ["memoryMonitor:Error(async monitor)"]);
   }, 70_000);
 
+  test("with no onCallbackError, a returned promise's rejection is an uncaught exception, not swallowed", async () => {
+    const { code, stderr } = await scenario("promise");
+    assert.notEqual(code, 0, "the rejection ended the program, as an uncaught exception does");
+    assert.equal(stderr.split("async monitor").length - 1, 1, `reported once: ${stderr}`);
+  }, 70_000);
+
   test(
     "returning a thenable whose then (or its getter) throws allows; each failure reaches onCallbackError once",
     async () => {

@@ -2,10 +2,16 @@
  * Promises README.md makes that no other spec would catch if they broke: each test quotes the
  * promise it holds memlife to. Every test makes its own context or device and releases it.
  */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
 import { afterAll, describe, test } from "vitest";
 import { assert, random, randomMesh, runScript, runtime, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, EmbreeError, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
 import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
+import { liveStates } from "../src/embree/state.ts";
 
 // Whatever a test left behind, the next spec file's process starts clean; this is for the tests here.
 afterAll(() => onCallbackError(null));
@@ -423,6 +429,136 @@ describe("README, Embree", () => {
     }
   });
 
+  test(
+    "\"Any other error belongs to the device's commit in flight\": 16 devices committing 6 scenes each at once; each refused commit's cause is what its own monitor threw during it, and every exception arrives once",
+    async () => {
+      /** What a monitor throws: which device, and which of its scenes it took to be committing. */
+      class Thrown extends Error {
+        device: number;
+        scene: number;
+        constructor(device: number, scene: number) {
+          super(`device ${device}, scene ${scene}`);
+          this.device = device;
+          this.scene = scene;
+        }
+      }
+      const reported: unknown[] = [];
+      onCallbackError((error) => void reported.push(error));
+      const devices: rtc.Device[] = [];
+      const commits: Promise<void>[] = [];
+      const thrown: Thrown[] = [];
+      const causes: unknown[] = [];
+      const misrouted: string[] = [];
+      let committed = 0;
+      try {
+        for (let d = 0; d < 16; d++) {
+          const device = rtc.newDevice(d % 2 ? "threads=1" : "threads=0");
+          devices.push(device);
+          // One device's commits run one after another, in call order: the one in flight is the
+          // first not settled.
+          let committing = 0;
+          let armed = false;
+          const rand = random(1000 + d);
+          device.setMemoryMonitorFunction((bytes, post) => {
+            // About 1 allocation in 40 refused: some commits fail, most succeed.
+            if (armed && bytes > 0 && !post && rand() < 1 / 40) {
+              const error = new Thrown(d, committing);
+              thrown.push(error);
+              throw error;
+            }
+          });
+          const scenes = Array.from({ length: 6 }, (_, s) => {
+            const scene = device.newScene();
+            const m = randomMesh(random(d * 10 + s), 2_000 + 3_000 * s);
+            scene.addTriangleMesh(m.vertices, m.indices);
+            return scene;
+          });
+          armed = true;
+          scenes.forEach((scene, s) => {
+            commits.push(
+              scene.commit().then(() => void committed++, (error) => {
+                causes.push(error instanceof EmbreeError ? error.cause : error);
+                const cause = error instanceof EmbreeError ? error.cause : undefined;
+                if (!(cause instanceof Thrown) || cause.device !== d || cause.scene !== s) {
+                  misrouted.push(`device ${d} scene ${s}: ${String(error)}, cause ${String(cause)}`);
+                }
+              }).finally(() => {
+                committing = s + 1;
+                scene.release();
+              }),
+            );
+          });
+        }
+        await withTimeout(Promise.all(commits), 60_000, "96 commits");
+        assert.deepEqual(misrouted, []);
+        assert.ok(
+          causes.length > 0 && committed > 0,
+          `${causes.length} refused, ${committed} committed: the test needs both`,
+        );
+        // Each exception reached the program once: as a commit's cause, or else through onCallbackError.
+        const delivered = [...causes, ...reported];
+        assert.equal(new Set(delivered).size, delivered.length, "an exception was delivered twice");
+        assert.deepEqual(new Set(delivered), new Set(thrown));
+      } finally {
+        await Promise.allSettled(commits);
+        for (const device of devices) device.release();
+        onCallbackError(null);
+      }
+    },
+    70_000,
+  );
+
+  test(
+    '"A scene released during its own commit is freed when the commit settles" and "A device outlives its scenes", at scale: 300 scenes of one device committed at once, released during and after their commits, the device released first',
+    async () => {
+      const reported: unknown[] = [];
+      onCallbackError((error) => void reported.push(error));
+      // Devices memlife still keeps: one is released natively once its last scene is. An earlier
+      // test's scenes released while commits ran are released off the JS thread: wait for them, so
+      // that the count can only come back to this by this test's device going.
+      await until(() => liveStates() === 0, 10_000, "earlier tests' devices released natively");
+      const devicesBefore = liveStates();
+      const device = rtc.newDevice("threads=0", { accounting: true });
+      let calls = 0;
+      // Every 97th allocation refused: some commits fail (and some adds), the rest go through.
+      device.setMemoryMonitorFunction((bytes, post) => !(bytes > 0 && !post && ++calls % 97 === 0));
+      const m = mesh(3_000);
+      const outcomes: Promise<string>[] = [];
+      try {
+        for (let i = 0; i < 300; i++) {
+          const scene = device.newScene();
+          try {
+            scene.addTriangleMesh(m.vertices, m.indices);
+          } catch (error) {
+            assert.ok(error instanceof EmbreeError && error.codeName === "RTC_ERROR_OUT_OF_MEMORY", String(error));
+          }
+          const outcome = scene.commit().then(
+            () => "ok",
+            (error) => error instanceof EmbreeError ? error.codeName : String(error),
+          );
+          if (i % 3 === 0) {
+            scene.release(); // during its own commit
+            outcomes.push(outcome);
+          } else {
+            outcomes.push(outcome.finally(() => scene.release()));
+          }
+        }
+        device.release(); // before any commit settled: its scenes keep it
+        const settled = await withTimeout(Promise.all(outcomes), 60_000, "300 commits");
+        assert.deepEqual([...new Set(settled)].sort(), ["RTC_ERROR_OUT_OF_MEMORY", "ok"]);
+        // Releases made while other commits ran went off the JS thread: wait for them.
+        await until(() => liveStates() === devicesBefore, 10_000, "the device released natively");
+        assert.equal(device.memory.bytes, 0, "every scene was freed");
+        assert.deepEqual(reported, []);
+      } finally {
+        await Promise.allSettled(outcomes);
+        device.release();
+        onCallbackError(null);
+      }
+    },
+    70_000,
+  );
+
   test('"while commits of different devices run at once"', async () => {
     // Forced order, no timing: device A's commit (one triangle: 2 allocations, from the thread that
     // runs the commit) starts device B's commit from A's monitor at its first allocation, then holds
@@ -496,6 +632,36 @@ describe("README, Errors", () => {
     }
   });
 
+  test('"WorkerError ... Nothing native was done": the refused OpenCL and Embree calls load no library and install no monitor (child process)', async () => {
+    const r = await childReport("readme-worker-host.ts");
+    assert.equal(r.error, undefined, String(r.error));
+    assert.equal(r.openclMapped, false, "refusing OpenCL in the Worker opened libOpenCL");
+    // Bun and Deno refuse the monitor, the budget and accounting in a Worker (README, Workers); Node allows them.
+    const embreeRefused = runtime !== "node";
+    for (
+      const [call, feature] of [
+        ["accountingDevice", "rtc.newDevice({ accounting: true })"],
+        ["setMemoryMonitorFunction", "setMemoryMonitorFunction"],
+        ["setMemoryBudget", "setMemoryBudget"],
+      ]
+    ) {
+      if (!embreeRefused) {
+        assert.equal(r[call], "allowed", `${call}: ${JSON.stringify(r[call])}`);
+        continue;
+      }
+      const e = r[call] as Record<string, unknown>;
+      assert.equal(e.isWorkerError, true, `${call}: ${JSON.stringify(e)}`);
+      assert.equal(e.feature, feature);
+      assert.equal(e.runtime, runtime);
+    }
+    if (embreeRefused) {
+      assert.equal(r.embreeMappedByRefusal, false, "refusing { accounting: true } opened Embree");
+      assert.equal(r.accounting, false, "a refused monitor or budget started accounting");
+    } else {
+      assert.equal(r.accounting, true);
+    }
+  });
+
   test('"No OpenCL platform: cl.getPlatforms() is empty and cl.createContext() throws ... CL_PLATFORM_NOT_FOUND_KHR" (child process)', async () => {
     const r = await childReport("readme-no-platform.ts", { OCL_ICD_VENDORS: "/nonexistent", OCL_ICD_FILENAMES: "" });
     assert.equal(r.platforms, 0);
@@ -527,5 +693,106 @@ describe("README, Errors", () => {
       assert.ok((e.tried as string[]).includes(path), `${key}: tried ${JSON.stringify(e.tried)}`);
       assert.match(String(e.message), /Failures: \/nonexistent\/\S+: .+/);
     }
+  });
+});
+
+// --- loading the libraries ------------------------------------------------------------------------
+
+/** The names README's "Loading" and `LibraryLoadError` promise memlife searches on Linux, in order. */
+const searched = {
+  embree: ["libembree4.so.4", "libembree4.so", "libembree3.so.3", "libembree3.so"],
+  opencl: ["libOpenCL.so.1", "libOpenCL.so"],
+};
+
+/**
+ * A directory for LD_LIBRARY_PATH, searched before the system's: `files` maps a library name to a
+ * file to link there, or to null for a file that is no library (the dynamic loader stops at the
+ * first file of a name it finds, and fails on it).
+ */
+function shadow(files: Record<string, string | null>): { dir: string; [Symbol.dispose](): void } {
+  const dir = mkdtempSync(join(tmpdir(), "memlife-shadow-"));
+  for (const [name, target] of Object.entries(files)) {
+    if (target === null) writeFileSync(join(dir, name), "not a library\n");
+    else symlinkSync(target, join(dir, name));
+  }
+  return { dir, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** The file of the Embree the dynamic loader's cache lists (Embree 4 first), resolved; undefined if none. */
+function installedEmbree(): string | undefined {
+  const cache = ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]
+    .map((ldconfig) => spawnSync(ldconfig, ["-p"], { encoding: "utf8" }))
+    .find((r) => r.status === 0)?.stdout ?? "";
+  for (const name of ["libembree4.so.4", "libembree3.so.3"]) {
+    const path = new RegExp(`^\\s*${name.replaceAll(".", "\\.")} .*=> (\\S+)$`, "m").exec(cache)?.[1];
+    if (path !== undefined) return realpathSync(path);
+  }
+  return undefined;
+}
+
+/** The child's environment: only LD_LIBRARY_PATH decides (empty override variables read as unset). */
+const searchEnv = (dir: string) => ({ LD_LIBRARY_PATH: dir, OPENCL_LIBRARY: "", EMBREE_LIBRARY: "" });
+
+describe("README, loading the libraries (child processes; LD_LIBRARY_PATH shadows the names searched)", () => {
+  test('"EMBREE_LIBRARY, then libembree4.so.4, libembree4.so ..., then the same for Embree 3": when none loads, LibraryLoadError lists every path tried, in order, with the cause of each failure and the packages', async () => {
+    if (process.platform !== "linux") skip("the search list checked here is Linux's");
+    using dir = shadow(Object.fromEntries([...searched.embree, ...searched.opencl].map((name) => [name, null])));
+    const r = await childReport("readme-library-load.ts", searchEnv(dir.dir));
+    const packages = { embree: /libembree3-3.*libembree4-4/, opencl: /ocl-icd-libopencl1 pocl-opencl-icd/ };
+    for (const key of ["embree", "opencl"] as const) {
+      const e = r[key] as Record<string, unknown>;
+      assert.equal(e.isLibraryLoadError, true, `${key}: ${JSON.stringify(e)}`);
+      assert.equal(e.library, key === "embree" ? "Embree" : "OpenCL");
+      assert.deepEqual(e.tried, searched[key], `${key}: every name, most preferred first`);
+      const message = String(e.message);
+      assert.match(message, packages[key], `${key}: the packages that provide it`);
+      const failures = message.slice(message.indexOf("Failures: ") + "Failures: ".length).split("; ");
+      assert.equal(failures.length, searched[key].length, `${key}: one cause per path: ${message}`);
+      searched[key].forEach((name, i) => {
+        // Each cause is that file's own: the loader's reason names the file it found in the directory.
+        assert.ok(failures[i].startsWith(`${name}: `), `${key}: failure ${i} is ${name}'s: ${failures[i]}`);
+        assert.ok(failures[i].includes(join(dir.dir, name)), `${key}: ${name}'s cause: ${failures[i]}`);
+      });
+    }
+  });
+
+  test('"the first call loads Embree 4, else 3": a libembree4.so.4 is taken before Embree 3, and one that does not load is passed over', async () => {
+    if (process.platform !== "linux") skip("the search list checked here is Linux's");
+    // The Embree this machine has, as a file (from the loader's cache, not from memlife's search),
+    // to stand in for each name.
+    const real = installedEmbree();
+    if (real === undefined) skip("ldconfig -p lists no libembree4.so.4 or libembree3.so.3");
+    // Every name shadowed, so that what this machine has installed decides nothing.
+    {
+      using dir = shadow(Object.fromEntries(searched.embree.map((name) => [name, real])));
+      const r = await childReport("readme-library-load.ts", searchEnv(dir.dir));
+      assert.deepEqual(r.embree, { path: "libembree4.so.4", file: real }, "the Embree 4 name is taken first");
+    }
+    {
+      const [four, fourDev, three, threeDev] = searched.embree;
+      using dir = shadow({ [four]: null, [fourDev]: null, [three]: real, [threeDev]: real });
+      const r = await childReport("readme-library-load.ts", searchEnv(dir.dir));
+      assert.deepEqual(r.embree, { path: three, file: real }, "Embree 4's names that do not load are passed over");
+    }
+  });
+
+  test('"OPENCL_LIBRARY and EMBREE_LIBRARY override the search": a path set there is opened, whatever the search would find', async () => {
+    if (process.platform !== "linux") skip("the search list checked here is Linux's");
+    const plain = await childReport("readme-library-load.ts", { OPENCL_LIBRARY: "", EMBREE_LIBRARY: "" });
+    const files = {
+      opencl: (plain.opencl as { file?: string }).file,
+      embree: (plain.embree as { file?: string }).file,
+    };
+    if (files.opencl === undefined || files.embree === undefined) {
+      skip(`a library does not load here: ${JSON.stringify(plain)}`);
+    }
+    using dir = shadow(Object.fromEntries([...searched.embree, ...searched.opencl].map((name) => [name, null])));
+    const r = await childReport("readme-library-load.ts", {
+      LD_LIBRARY_PATH: dir.dir,
+      OPENCL_LIBRARY: files.opencl,
+      EMBREE_LIBRARY: files.embree,
+    });
+    assert.deepEqual(r.opencl, { path: files.opencl, file: files.opencl });
+    assert.deepEqual(r.embree, { path: files.embree, file: files.embree });
   });
 });

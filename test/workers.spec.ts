@@ -164,6 +164,17 @@ describe("terminating a Worker", () => {
     for (let i = 0; i < 5; i++) await run("commit", "terminate", 2);
   }, 320_000);
 
+  test(
+    "with many commits in flight on twelve devices, scenes released during their commits and devices released or dropped, 5 runs",
+    async () => {
+      for (let i = 0; i < 5; i++) {
+        const { workers } = await run("commit-many", "terminate");
+        assert.deepEqual(workers[0], { terminated: true }, "terminated while the commits ran");
+      }
+    },
+    320_000,
+  );
+
   test("with destructor callbacks owed: refused up front, nothing owed, 3 runs", async () => {
     for (let i = 0; i < 3; i++) {
       const { workers } = await run("destructor", "terminate");

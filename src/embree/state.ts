@@ -263,9 +263,14 @@ export class DeviceState {
       // NULL with no code set is still a failure (RTC_ERROR_NONE read "no error").
       const code = (lib.symbols.rtcGetDeviceError(null) as number) || EmbreeErrorCode.RTC_ERROR_UNKNOWN;
       const last = lib.symbols.rtcGetDeviceLastErrorMessage?.(null) as Pointer | null | undefined;
+      // Embree 3 has no message for it. Its two NULLs without one: a configuration it cannot
+      // parse, or no pthread key left (a device takes one; a process has 1024, PTHREAD_KEYS_MAX):
+      // past about 1000 live devices a good configuration failed with this very sentence.
       const message = last
         ? backend.readCString(last)
-        : `cannot create a device with the configuration ${JSON.stringify(config)}`;
+        : `cannot create a device with the configuration ${JSON.stringify(config)} (Embree gives no reason: ` +
+          `a configuration it cannot parse, or no thread-local key left for one more device, of the ` +
+          `process's 1024, with ${states.size - 1} devices alive)`;
       throw new EmbreeError("rtcNewDevice", code, message);
     }
     lib.symbols.rtcSetDeviceErrorFunction(handle, errorFunction(), this.id);

@@ -4,7 +4,9 @@
 # folder, runs every program of examples/ there on Node 24 (the pinned one), Node 22 (22.18 or
 # newer, installed from npm into the temporary folder), Bun and Deno (through node_modules), with
 # the real OpenCL and Embree, require()s it from CommonJS on both Nodes, and type-checks a file
-# that uses the whole public API under strict compiler settings. Prints one line per check and a
+# that uses the whole public API under strict compiler settings. It also checks that nothing runs
+# at install (no install script or node-gyp build in the package), and runs the examples from an
+# `npm install --ignore-scripts` (Node) and a `bun add` (Bun) of the tarball. Prints one line per check and a
 # summary per runtime; exits 1 if any check failed.
 # Last, `deno publish --dry-run` checks the JSR package (JSR itself cannot be reached from CI).
 #   bash test/consumer/run.sh [--keep]     (--keep leaves the temporary folder for inspection)
@@ -61,6 +63,23 @@ PATH="$repo/node_modules/.bin:$PATH" npm pack --json --pack-destination "$tmp" >
   console.log("ok    tarball  every file is on the allow-list and every required file is there");
 ' "$tmp/pack.json" && passed[tarball]=1 || { failed[tarball]=1; fails=$((fails + 1)); }
 tarball=$(ls "$tmp"/memlife-*.tgz)
+# "Nothing is compiled to install memlife": the packed package.json runs nothing at install (no
+# install lifecycle script, no node-gyp build), and there is no binding.gyp to build.
+tar -xOzf "$tarball" package/package.json >"$tmp/packed-package.json"
+if "$node24" -e '
+  const p = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const atInstall = ["preinstall", "install", "postinstall"].filter((s) => p.scripts && s in p.scripts);
+  if (atInstall.length || p.gypfile) {
+    console.log(`FAIL  tarball  runs at install: ${[...atInstall, ...(p.gypfile ? ["gypfile"] : [])].join(" ")}`);
+    process.exit(1);
+  }
+' "$tmp/packed-package.json" && ! tar -tzf "$tarball" | grep -q 'binding\.gyp$'; then
+  passed[tarball]=$(( ${passed[tarball]:-0} + 1 ))
+  echo "ok    tarball  no install script, no gypfile, no binding.gyp"
+else
+  failed[tarball]=$(( ${failed[tarball]:-0} + 1 ))
+  fails=$((fails + 1))
+fi
 
 # --- a fresh project that depends on it ----------------------------------------------------------
 mkdir -p "$tmp/app" "$tmp/node22"
@@ -104,6 +123,24 @@ for runner in node24 node22 bun deno; do
   [ $runner = deno ] && check "$runner" "npm:memlife" "${cmd[@]}" npm-specifier.ts
 done
 
+# --- installs that run no install script ---------------------------------------------------------
+# npm with --ignore-scripts: nothing runs at install, koffi's own script (which would compile only
+# where no prebuilt binary fits) included, so nothing can have been compiled. Bun: `bun add`, which
+# runs no dependency's script it does not trust (koffi's is blocked).
+mkdir -p "$tmp/no-scripts" "$tmp/bun-add"
+for dir in no-scripts bun-add; do
+  cp examples/*.ts "$tmp/$dir/"
+  echo "{ \"name\": \"memlife-$dir\", \"private\": true, \"type\": \"module\" }" >"$tmp/$dir/package.json"
+done
+(cd "$tmp/no-scripts" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error "$tarball" >/dev/null) \
+  || { echo "consumer: npm install --ignore-scripts of the tarball failed"; exit 1; }
+(cd "$tmp/bun-add" && "$bun" add "$tarball" >/dev/null 2>&1) || { echo "consumer: bun add of the tarball failed"; exit 1; }
+echo "consumer: install (npm --ignore-scripts, bun add)"
+for example in "${examples[@]}"; do
+  check install "npm --ignore-scripts: $example" sh -c 'cd "$1" && exec "$2" "$3"' sh "$tmp/no-scripts" "$node24" "$example"
+  check install "bun add: $example" sh -c 'cd "$1" && exec "$2" "$3"' sh "$tmp/bun-add" "$bun" "$example"
+done
+
 # --- TypeScript users ----------------------------------------------------------------------------
 for resolution in bundler nodenext; do
   module=esnext
@@ -139,7 +176,7 @@ else
 fi
 
 echo "consumer: results"
-for group in tarball node24 node22 bun deno typescript jsr; do
+for group in tarball node24 node22 bun deno install typescript jsr; do
   [ -n "${passed[$group]:-}${failed[$group]:-}" ] || continue
   printf '  %-10s %s passed, %s failed\n' "$group" "${passed[$group]:-0}" "${failed[$group]:-0}"
 done
