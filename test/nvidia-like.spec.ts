@@ -7,6 +7,10 @@
 // test/fixtures/nvidia-like-callbacks.ts in a child process with the shim as OPENCL_LIBRARY.
 import { afterAll, describe, test } from "vitest";
 import { assert, buildShim, openclLoader, runScript, skip } from "./helpers.ts";
+import { cl } from "../src/mod.ts";
+
+/** The device the children get (MEMLIFE_OPENCL_PLATFORM picks it), as its real driver answers. */
+const realDevice = cl.defaultDevice();
 
 const fixture = new URL("./fixtures/nvidia-like-callbacks.ts", import.meta.url);
 const syncDriver = buildShim("sync-driver", openclLoader());
@@ -56,8 +60,13 @@ describe("a callback inside clEnqueueSVMFree that deoptimizes its caller (sync-d
     "does not abort: clEnqueueSVMFree is never a V8 fast call on Deno (100 000 raw frees, child process)",
     async () => {
       if ("skip" in syncDriver) return skip(syncDriver.skip);
+      // What is tested is the shim's callback inside the call, whatever driver is under it; through
+      // NVIDIA's, 100 000 SVM allocations and frees took longer than the test may (Node, H200: 70 s).
+      if (!cl.getPlatforms().some((p) => p.name.includes("Portable"))) {
+        return skip("needs PoCL under the shim: 100 000 SVM allocations through another driver take too long");
+      }
       const r = await runScript(new URL("./fixtures/deno-fast-call-svm-free.ts", import.meta.url), ["100000"], {
-        env: { OPENCL_LIBRARY: syncDriver.path },
+        env: { OPENCL_LIBRARY: syncDriver.path, MEMLIFE_OPENCL_PLATFORM: "Portable" },
         timeout: 60_000,
       });
       const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
@@ -109,6 +118,12 @@ describe("SVM kinds a device lacks (test/native/fault-driver.c answering CL_DEVI
     test(
       `${what}: svmAlloc of a kind it lacks is CL_INVALID_OPERATION naming the device, before clSVMAlloc, every time`,
       async () => {
+        // The shim only answers the capabilities: an allocation it lets through is the real driver's.
+        const real = realDevice.svm;
+        if (expected.fine === "allocated" && !real.fineGrainBuffer) {
+          skip(`device "${realDevice.name}" itself has no fine-grain SVM buffers to allocate`);
+        }
+        if (expected.coarse === "allocated" && !real.coarseGrainBuffer) skip(`device "${realDevice.name}" has no SVM`);
         const report = await child(faultDriver, "svm-caps", { MEMLIFE_SVM_CAPS: caps });
         const again = Object.fromEntries(Object.entries(expected).map(([k, v]) => [`${k} again`, v]));
         assert.deepEqual(report.attempts, { ...expected, ...again });
