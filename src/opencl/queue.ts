@@ -812,7 +812,9 @@ export class CommandQueue {
       else for (let j = 0; j < i && !twice; j++) twice = given[j] === a;
       if (twice) throw new TypeError(`allocations[${i}] appears twice: it would be freed twice`);
       refuseUnfreeable(this.#context, a, i);
-      if (events.length === 0 && this.#usedElsewhere(a)) throw unfreeable(i, "elsewhere");
+      if (events.length === 0 && SVMAllocation[usesOf](a) !== 0 && this.#usedElsewhere(a)) {
+        throw unfreeable(i, "elsewhere");
+      }
     }
     const svmFree = clEnqueueSVMFree ??= optionalSymbol("clEnqueueSVMFree", "an OpenCL 2.0 platform");
     // Without onFree there is no callback to run inside the call: keep Deno's fast call.
@@ -891,9 +893,9 @@ export class CommandQueue {
    * (a kernel behind a closed gate on another queue then wrote into the freed memory: SIGSEGV on
    * every runtime, test/fixtures/svm-free-other-queue.ts). A wait list is the program's say that
    * the free comes after it, as the README asks; a command whose status says it ended uses nothing.
+   * Asked only of an allocation that counts commands in flight (`usesOf`, checked by the caller).
    */
   #usedElsewhere(a: SVMAllocation): boolean {
-    if (SVMAllocation[usesOf](a) === 0) return false;
     for (const queue of busy) {
       if (queue === this) continue;
       const pins = queue.#pins;
@@ -912,7 +914,8 @@ export class CommandQueue {
     if (userEventsOpen()) return this.#freeList([a], 1, undefined, undefined);
     const handle = this.#live();
     refuseUnfreeable(this.#context, a, 0);
-    if (this.#usedElsewhere(a)) throw unfreeable(0, "elsewhere");
+    // The count first, at the call: the usual free (nothing in flight) makes no call for it.
+    if (SVMAllocation[usesOf](a) !== 0 && this.#usedElsewhere(a)) throw unfreeable(0, "elsewhere");
     const array = scratchPointers(1);
     backend.writePointer(array, 0, SVMAllocation[svmPointer](a));
     clEnqueueSVMFreeQuiet ??= opencl().unguarded.clEnqueueSVMFree;
