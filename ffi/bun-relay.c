@@ -145,6 +145,11 @@ typedef void (*post_fn)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64
 
 #define MODE_SYNC 0
 #define MODE_EVENT 1
+/* A Worker's `sync` slot whose calls come from another thread only inside an async call (Embree's
+ * error function, on a commit's lane): the request is kept in C, like the Worker's completions,
+ * and JS takes it with relay_take as it polls them. A threadsafe JSCallback called after the Worker
+ * was terminated crashes Bun; a kept request nobody takes leaves its thread parked, nothing more. */
+#define MODE_KEPT 2
 /* Or'ed into relay_slot_init's mode: an `event` callback, which a deferring call may queue (see defer_call). */
 #define MODE_DEFERRABLE 0x100
 
@@ -166,6 +171,9 @@ typedef struct {
 } relay_request;
 
 static relay_slot slots[RELAY_SLOTS];
+/* MODE_KEPT requests not yet taken by JS: slot, request, per entry. Under relay_mu. */
+static uint64_t *kept_words;
+static int kept_count, kept_capacity;
 /* How long a foreign thread awaits its answer spinning before it sleeps: RELAY_SPIN_NS with
  * RELAY_SPARE_CPUS or more (memlife_init), else 0. A TBB worker awaiting the memory monitor holds an Embree allocator
  * lock the other workers spin on, so its wake-up costs twice: on the H100 host, 10k triangles,
@@ -209,8 +217,27 @@ static uint64_t relay_foreign(relay_slot *s, uint64_t a0, uint64_t a1, uint64_t 
   r.answer = 0;
   r.done = 0;
   pthread_cond_init(&r.cond, 0);
-  /* Queued on the JS thread's event loop; returns at once. */
-  ((notify_fn)s->notify)(&r);
+  if (s->mode == MODE_KEPT) {
+    pthread_mutex_lock(&relay_mu);
+    if (kept_count == kept_capacity) {
+      int n = kept_capacity ? kept_capacity * 2 : 16;
+      uint64_t *grown = realloc(kept_words, (size_t)n * 2 * sizeof(uint64_t));
+      if (!grown) { /* no memory to keep it: the call goes unanswered (0) rather than parked for ever */
+        pthread_mutex_unlock(&relay_mu);
+        pthread_cond_destroy(&r.cond);
+        return 0;
+      }
+      kept_words = grown;
+      kept_capacity = n;
+    }
+    kept_words[2 * kept_count] = (uint64_t)(s - slots);
+    kept_words[2 * kept_count + 1] = (uint64_t)(uintptr_t)&r;
+    kept_count++;
+    pthread_mutex_unlock(&relay_mu);
+  } else {
+    /* Queued on the JS thread's event loop; returns at once. */
+    ((notify_fn)s->notify)(&r);
+  }
   if (relay_spin_ns > 0) {
     /* Where cores are to spare, the answer is awaited awake for a while: no wake-up to pay. A
      * volatile read (TinyCC has no atomics); the answer itself is read under relay_mu below. */
@@ -250,6 +277,18 @@ static uint64_t relay(int n, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
   uint64_t v = s->direct(NORM(a0, k[0]), NORM(a1, k[1]), NORM(a2, k[2]), NORM(a3, k[3]),
                          NORM(a4, k[4]), NORM(a5, k[5]));
   return NORM(v, s->ret_kind);
+}
+
+/* Moves up to `max` kept requests into `out` (slot, request: 2 words each); returns how many. JS
+ * answers each with relay_answer. */
+int relay_take(uint64_t *out, int max) {
+  pthread_mutex_lock(&relay_mu);
+  int n = kept_count < max ? kept_count : max;
+  memcpy(out, kept_words, (size_t)n * 2 * sizeof(uint64_t));
+  memmove(kept_words, kept_words + 2 * n, (size_t)(kept_count - n) * 2 * sizeof(uint64_t));
+  kept_count -= n;
+  pthread_mutex_unlock(&relay_mu);
+  return n;
 }
 
 /* Called by JS (on the JS thread) with the answer to a relayed request. */

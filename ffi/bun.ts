@@ -84,6 +84,8 @@ const KIND_BOOL = 3;
 const KIND_VOID = 4;
 const MODE_SYNC = 0;
 const MODE_EVENT = 1;
+/** A Worker's `sync` slot whose foreign calls JS takes as it polls (MODE_KEPT in bun-relay.c). */
+const MODE_KEPT = 2;
 /** Must match MODE_DEFERRABLE in bun-relay.c. */
 const MODE_DEFERRABLE = 0x100;
 
@@ -122,6 +124,7 @@ const helperSymbols = {
   async_take: { args: ["ptr", "i32"], returns: "i32" },
   relay_slot_init: { args: ["i32", "i32", "ptr", "ptr", "i32", "u32", "i32"], returns: "ptr" },
   relay_answer: { args: ["ptr", "u64"], returns: "void" },
+  relay_take: { args: ["ptr", "i32"], returns: "i32" },
   relay_count: { args: ["i32"], returns: "f64" },
   relay_spin_from: { args: ["i32"], returns: "void" },
   defer_call: { args: ["ptr", "u64", "u64", "u64", "u64", "u64"], returns: "u64" },
@@ -152,6 +155,7 @@ interface Helpers extends LedgerCalls {
     retKind: number,
   ): number | null;
   relay_answer(request: number, word: number): void;
+  relay_take(out: Uint32Array, max: number): number;
   relay_count(which: number): number;
   relay_spin_from(from: number): void;
   deferred_memory(which: number): number;
@@ -199,9 +203,22 @@ const polled = !isMainThread;
 const POLL_MS = 1;
 const taken = new Uint32Array(3 * 64);
 
+/** Per MODE_KEPT slot: answers one request the slot kept (see takeCompletions). */
+const keptAnswer: ((request: number) => void)[] = [];
+const keptTaken = new Uint32Array(4 * 16);
+
 function takeCompletions(): void {
   const h = helpers!;
   let n: number;
+  // Requests first: a kept call comes from the thread of a call in flight, which completes only
+  // once it was answered.
+  do {
+    n = h.relay_take(keptTaken, 16);
+    for (let i = 0; i < n; i++) {
+      // Two 64-bit words each, read as 32-bit halves (little-endian): the slot, the request.
+      keptAnswer[keptTaken[4 * i]](keptTaken[4 * i + 3] * TWO32 + keptTaken[4 * i + 2]);
+    }
+  } while (n === 16);
   do {
     n = h.async_take(taken, 64);
     for (let i = 0; i < n; i++) onAsyncDone(taken[3 * i], taken[3 * i + 1], taken[3 * i + 2]);
@@ -537,7 +554,7 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
   // On the JS thread: a plain JSCallback, synchronous (inside the native call that triggered
   // it, e.g. PoCL's clReleaseMemObject), with its return value.
   const direct = new JSCallback(userFn, { args, returns });
-  let notify: JSCallback;
+  let notify: JSCallback | undefined;
   let mode: number;
   if (def.delivery === "event" && (def.burst === true || !eventCallersWait)) {
     // From another thread: queued on the JS thread with copies of the arguments; the native
@@ -548,29 +565,35 @@ function callback(def: CallbackDef, fn: (...args: never[]) => unknown): Callback
     // From another thread: the caller is parked in C on a request holding its arguments (which
     // therefore stay valid, e.g. Embree's error string), until relay_answer. Also an `event`
     // call where `eventCallersWait`, whose answer is nothing.
-    mode = MODE_SYNC;
     const types = def.args;
     const answer = h.relay_answer;
-    notify = new JSCallback(
-      (request: number) => {
-        let word = 0;
-        try {
-          const values = types.map((t, i) => readArg(t, request, i));
-          word = encodeAnswer(def.returns, userFn(...values));
-        } finally {
-          // Whatever happened, the native thread must be released.
-          answer(request, word);
-        }
-      },
-      { args: ["ptr"], returns: "void", threadsafe: true },
-    );
+    const answerRequest = (request: number) => {
+      let word = 0;
+      try {
+        const values = types.map((t, i) => readArg(t, request, i));
+        word = encodeAnswer(def.returns, userFn(...values));
+      } finally {
+        // Whatever happened, the native thread must be released.
+        answer(request, word);
+      }
+    };
+    if (polled && def.delivery === "sync" && def.onAsyncThreads === true) {
+      // A Worker: taken where its async completions are (takeCompletions), never through a
+      // threadsafe JSCallback, which crashed Bun when called after the Worker was terminated.
+      mode = MODE_KEPT;
+      notify = undefined;
+      keptAnswer[slotsUsed] = answerRequest;
+    } else {
+      mode = MODE_SYNC;
+      notify = new JSCallback(answerRequest, { args: ["ptr"], returns: "void", threadsafe: true });
+    }
   }
   const slot = slotsUsed++;
   if (def.delivery === "event") {
     mode |= MODE_DEFERRABLE;
     deferral().slot(slot, def.args, userFn);
   }
-  const trampoline = h.relay_slot_init(slot, mode, direct.ptr, notify.ptr, def.args.length, kinds, retKind);
+  const trampoline = h.relay_slot_init(slot, mode, direct.ptr, notify?.ptr ?? null, def.args.length, kinds, retKind);
   if (!trampoline) throw new BackendError(`${PREFIX}${where}: relay_slot_init refused the slot`);
   immortal.push(direct, notify);
   return trampoline as unknown as Callback;

@@ -117,6 +117,14 @@ export interface CallbackDef {
    * lets that thread go on at once instead of waiting for the JS thread (ffi/event-relay.c).
    */
   readonly burst?: boolean;
+  /**
+   * A `sync` callback that native code calls from another thread only on the thread of one of the
+   * backend's async calls, while it runs (Embree reports an error on the thread that made the API
+   * call: a commit's). A Worker's backend may then take such a call where it takes that call's
+   * completion instead of through a thread-safe callback, which crashed Bun once the Worker was
+   * terminated (ffi/bun-relay.c, MODE_KEPT).
+   */
+  readonly onAsyncThreads?: boolean;
 }
 export type CallbackTable = Readonly<Record<string, CallbackDef>>;
 

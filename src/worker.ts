@@ -12,7 +12,8 @@
  * - OpenCL, everywhere: every command's completion, destructor and SVM-free callbacks come from
  *   driver threads.
  * - Embree's memory monitor, budget and accounting on Bun and Deno (TBB workers call the monitor);
- *   a device without them commits on a runtime thread and calls back only on an error. On Node a
+ *   a device without them commits on a runtime thread (a Deno Worker's on its own: see
+ *   `commitOnWorkerThread`) and calls back only on an error. On Node a
  *   Worker terminated during a commit with a JS monitor exited cleanly in 13 runs of 13: allowed.
  * A program that never terminates such a Worker while callbacks are owed (it lets the Worker end on
  * its own, as a test runner's worker pool does) says so with MEMLIFE_ALLOW_WORKERS=1, and gets
@@ -33,3 +34,14 @@ export function refuseInWorker(feature: string, runtimes: readonly (typeof runti
     throw new WorkerError(feature, runtime, WHY[runtime]);
   }
 }
+
+/**
+ * Whether a Worker's device without accounting commits on the Worker's own thread (blocking it
+ * for the build) rather than off it. Embree calls the error function on the thread of the call that
+ * failed; from a commit's thread Deno's thread-safe callback of a Worker terminated meanwhile
+ * crashed the process (SIGSEGV in 5 runs of 6, test/stress/worker-embree-error/), while on the
+ * Worker's own thread it is called inside the call. Without accounting no TBB worker asks that
+ * thread anything during the build (the monitor is what it would ask), so nothing can deadlock.
+ * Bun keeps such a call in C for the Worker to take (ffi/bun-relay.c, MODE_KEPT); Node never crashed.
+ */
+export const commitOnWorkerThread: boolean = inWorker && runtime === "deno";

@@ -42,8 +42,9 @@ export const embreeSymbols = {
 export const embreeCallbacks = {
   // bool (*RTCMemoryMonitorFunction)(void *userPtr, ssize_t bytes, bool post): called from TBB workers, answer needed at once
   memoryMonitor: { args: ["usize", "isize", "bool"], returns: "bool", delivery: "sync" },
-  // void (*RTCErrorFunction)(void *userPtr, enum RTCError code, const char *str): str valid only during the call
-  error: { args: ["usize", "i32", "ptr"], returns: "void", delivery: "sync" },
+  // void (*RTCErrorFunction)(void *userPtr, enum RTCError code, const char *str): str valid only during the call;
+  // called on the thread of the API call that failed (off the JS thread: a commit's or a release's lane)
+  error: { args: ["usize", "i32", "ptr"], returns: "void", delivery: "sync", onAsyncThreads: true },
 } as const satisfies CallbackTable;
 
 /**

@@ -18,6 +18,7 @@ import {
 import { debts, type DeviceState, settleDebts, wrapperRoom } from "./state.ts";
 import type { Device } from "./device.ts";
 import { closeStatics, fromFactory, notByNew } from "../internal.ts";
+import { commitOnWorkerThread } from "../worker.ts";
 
 const net = new SafetyNet<{ handle: Pointer; state: DeviceState; refs: number }, Scene>(({ handle, state, refs }) => {
   // The references retain() added first (Embree only counts them down), then the last one.
@@ -356,7 +357,12 @@ export class Scene {
     this.#notAdding("rtcCommitScene");
     this.#pending++;
     try {
-      await this.#state.commit("rtcCommitScene", () => embree().async.rtcCommitScene(handle));
+      // A Deno Worker's device without accounting: on the Worker's thread (see commitOnWorkerThread).
+      const here = commitOnWorkerThread && !this.#state.accounting;
+      await this.#state.commit(
+        "rtcCommitScene",
+        () => here ? Promise.resolve(embree().symbols.rtcCommitScene(handle)) : embree().async.rtcCommitScene(handle),
+      );
       this.#committed = true;
     } catch (error) {
       this.#committed = false;

@@ -1,10 +1,11 @@
-// README, Workers: "an Embree error raised on a TBB worker after the Worker was terminated is the
-// one case left unguarded". It is reachable with no monitor, budget or accounting, nothing
-// MEMLIFE_ALLOW_WORKERS lifts: Workers whose commits raise an Embree error (guest.ts), each
-// terminated 0-2 ms after it started them. Embree then calls the error function, a callback of
-// the terminated Worker's isolate. 2026-11-28, 2-vCPU VM, runs of 15 terminations each: Bun
-// SIGSEGV in 3 runs of 6, Deno SIGSEGV in 5 of 6, Node 0 of 6. The same loop with valid
-// configurations (no error) passed 3 of 3 on Bun and Deno. No spec runs it (it crashes). Run by hand:
+// README, Workers: an Embree error raised after a Worker was terminated. It is reachable with no
+// monitor, budget or accounting, nothing MEMLIFE_ALLOW_WORKERS lifts: Workers whose commits raise
+// an Embree error (guest.ts), each terminated 0-2 ms after it started them. Embree then calls the
+// error function, a callback of the terminated Worker, on the commit's thread. 2026-11-28, 2-vCPU
+// VM, runs of 15 terminations each: Bun SIGSEGV in 3 runs of 6, Deno SIGSEGV in 5 of 6, Node 0 of
+// 6. Since Bun's Worker relay keeps that call in C for the Worker to take (ffi/bun-relay.c,
+// MODE_KEPT), Bun 0 of 5; since a Deno Worker's device without accounting commits on the Worker's
+// thread (src/worker.ts, commitOnWorkerThread), Deno 0 of 6. workers.spec runs it on all three.
 //   bun test/stress/worker-embree-error/host.ts [terminations]          (prints "ok", or crashes)
 //   deno run -A test/stress/worker-embree-error/host.ts
 //   node test/stress/worker-embree-error/host.ts
