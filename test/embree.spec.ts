@@ -1,7 +1,7 @@
 /** Embree: the device memory monitor (seed 004), accounting and budget, errors, threads, lifetimes, exit. */
 import { describe, test } from "vitest";
 import process from "node:process";
-import { assert, gc, random, randomMesh, runScript, runtime, skip, sleep } from "./helpers.ts";
+import { assert, gc, random, randomMesh, runScript, runtime, runToEnd, skip, sleep } from "./helpers.ts";
 import { EmbreeError, LibraryLoadError, onCallbackError, ReleasedError, rtc } from "../src/mod.ts";
 import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
 
@@ -360,16 +360,12 @@ describe("threads", () => {
     async () => {
       // On Bun this file runs in a vitest worker thread, whose async calls are polled: the main
       // thread's path (threadsafe JSCallbacks, the TinyCC relay) is only reached by a program's own thread.
-      const result = await runScript(new URL("./fixtures/main-thread-monitor.ts", import.meta.url), [], {
+      const last = await runToEnd(new URL("./fixtures/main-thread-monitor.ts", import.meta.url), [], {
         timeout: 90_000,
       });
-      const out = `${result.stdout}${result.stderr}`.trim().slice(-2000);
-      assert.equal(result.timedOut, false, `hung:\n${out}`);
-      assert.equal(result.signal, null, `killed by ${result.signal}:\n${out}`);
-      assert.equal(result.code, 0, out);
-      const r = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+      const r = JSON.parse(last) as Record<string, unknown>;
       assert.equal(r.inWorker, false, "the child runs on the main thread");
-      assert.ok((r.relayed as number) > 0, `no monitor call came from another thread: ${out}`);
+      assert.ok((r.relayed as number) > 0, `no monitor call came from another thread: ${last}`);
       assert.ok((r.allowed as number) >= 2, `only ${r.allowed} allocations from other threads`);
       assert.equal(r.hit, true, "the committed scene traces");
       assert.equal(r.bytesAfterFirst, 0);
@@ -867,14 +863,10 @@ describe("errors and lifetimes", () => {
   test(
     "devices made until rtcNewDevice fails (child process): a clear EmbreeError, nothing left by it, the others still work, all freed after",
     async () => {
-      const result = await runScript(new URL("./fixtures/embree-many-devices.ts", import.meta.url), [], {
+      const out = await runToEnd(new URL("./fixtures/embree-many-devices.ts", import.meta.url), [], {
         timeout: 90_000,
       });
-      const out = `${result.stdout}${result.stderr}`.trim().slice(-2000);
-      assert.equal(result.timedOut, false, `hung:\n${out}`);
-      assert.equal(result.signal, null, `killed by ${result.signal}:\n${out}`);
-      assert.equal(result.code, 0, out);
-      const r = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+      const r = JSON.parse(out) as Record<string, unknown>;
       const made = r.made as number;
       assert.ok(made >= 100, out);
       if (r.failure !== null) {

@@ -17,7 +17,8 @@ import { fileURLToPath } from "node:url";
 import { TestRunner } from "vitest";
 
 /** `node:assert/strict`: `assert.equal`, `assert.deepEqual`, `assert.rejects`, ... */
-export { default as assert } from "node:assert/strict";
+import assert from "node:assert/strict";
+export { assert };
 
 export type Runtime = "bun" | "deno" | "node";
 
@@ -120,6 +121,25 @@ export function runScript(
       resolve({ code, signal, stdout, stderr, timedOut });
     });
   });
+}
+
+/**
+ * `runScript`, for a child that must end by itself: no hang, no signal, exit code 0 (each checked,
+ * with the end of its output in the message). Returns the last line of its stdout, where the
+ * fixtures print "ok" or their JSON report.
+ */
+export async function runToEnd(
+  file: string | URL,
+  args: string[] = [],
+  options: { env?: Record<string, string>; timeout?: number; cwd?: string } = {},
+): Promise<string> {
+  const r = await runScript(file, args, options);
+  const what = `${String(file).split("/").at(-1)} ${args.join(" ")}`.trim();
+  const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+  assert.equal(r.timedOut, false, `${what}: hung\n${out}`);
+  assert.equal(r.signal, null, `${what}: killed by ${r.signal}\n${out}`);
+  assert.equal(r.code, 0, `${what}: exit code ${r.code}\n${out}`);
+  return r.stdout.trim().split("\n").at(-1) ?? "";
 }
 
 /**

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { afterAll, describe, test } from "vitest";
-import { assert, random, randomMesh, runScript, runtime, skip, sleep, withTimeout } from "./helpers.ts";
+import { assert, random, randomMesh, runtime, runToEnd, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, EmbreeError, onCallbackError, OpenCLError, ReleasedError, rtc } from "../src/mod.ts";
 import { monitorDiagnostics } from "../src/embree/diagnostics.ts";
 import { liveStates } from "../src/embree/state.ts";
@@ -39,13 +39,7 @@ async function childReport(
   env: Record<string, string> = {},
   args: string[] = [],
 ): Promise<Record<string, unknown>> {
-  const result = await runScript(fixture(name), args, { env, timeout: 30_000 });
-  const out = `${result.stdout}${result.stderr}`.trim().slice(-3000);
-  assert.equal(result.timedOut, false, `${name} hung:\n${out}`);
-  assert.equal(result.signal, null, `${name} killed by ${result.signal}:\n${out}`);
-  assert.equal(result.code, 0, `${name} exit code ${result.code}:\n${out}`);
-  const last = result.stdout.trim().split("\n").at(-1) ?? "";
-  return JSON.parse(last) as Record<string, unknown>;
+  return JSON.parse(await runToEnd(fixture(name), args, { env, timeout: 30_000 })) as Record<string, unknown>;
 }
 
 function needSVM(ctx: cl.Context, fineGrain = false): void {
