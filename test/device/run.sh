@@ -26,7 +26,8 @@
 # bench-nvidia.json, summary.txt); the summary (counts, failing tests, skips) is printed last.
 # Time: MEMLIFE_DEVICE_BUDGET_S (default 480 s) for everything; MEMLIFE_DEVICE_PASSES picks passes
 # (default "nvidia pocl bench"); MEMLIFE_DEVICE_BENCH_SET="" benches with the default sample set;
-# MEMLIFE_DEVICE_TEST_FILTER runs only the spec files whose name contains it (test/all.ts --filter);
+# MEMLIFE_DEVICE_TEST_FILTER runs only the spec files whose name contains it, or one of its
+# comma-separated parts (test/all.ts --filter);
 # MEMLIFE_DEVICE_BENCH_FILTER picks the bench cases (default "buffer"; "pipeline" for issue 13's).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
