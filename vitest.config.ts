@@ -1,5 +1,6 @@
 // vitest on Bun, Deno and Node. test/all.ts runs one vitest process per spec file and runtime (see
 // there why); `npx vitest`, `npm run test:watch` and IDEs use this file as it is.
+import { fork } from "node:child_process";
 import { defineConfig } from "vitest/config";
 
 const onBun = (globalThis as { Bun?: unknown }).Bun !== undefined;
@@ -8,10 +9,21 @@ const onDeno = (globalThis as { Deno?: unknown }).Deno !== undefined;
 // list, which names no runtime: add the one we run on (src/backend.ts refuses a mismatch).
 const conditions = [onBun ? "bun" : onDeno ? "deno" : "node", "import", "module", "default"];
 
-// On Bun every spec file runs in a worker thread (the threads pool), where memlife refuses what a
-// terminated Worker would crash on; vitest lets its workers finish, which is what the variable
-// promises. runScript() takes it away from the child processes that test the refusals.
-if (onBun) process.env.MEMLIFE_ALLOW_WORKERS ??= "1";
+// Every spec file runs on the main thread of a process of its own (the forks pool), as a user's
+// program does: memlife's main-thread paths are what the suite tests on every runtime. Bun's IPC
+// channel has no ref()/unref(), which vitest calls on the channel of its watchdog process (vitest
+// 5.1: "child.channel?.unref is not a function"); until it has, the channel's class gets no-ops,
+// found on a child forked for the purpose (it exits at once). Through stop 41 Bun ran every file in
+// a worker thread instead (the threads pool, with MEMLIFE_ALLOW_WORKERS=1), so its in-process
+// specs tested the Worker paths and never the main thread's (test/promises.md, D13).
+if (onBun) {
+  const probe = fork("/dev/null", [], { stdio: ["ignore", "ignore", "ignore", "ipc"] });
+  const channel = Object.getPrototypeOf(probe.channel) as { ref?: () => void; unref?: () => void };
+  channel.ref ??= () => {};
+  channel.unref ??= () => {};
+  probe.on("error", () => {});
+  probe.unref();
+}
 
 export default defineConfig({
   resolve: { conditions },
@@ -21,9 +33,8 @@ export default defineConfig({
     // meta-test in test/suite.spec.ts); they are never part of the suite.
     include: process.env.MEMLIFE_TEST_FIXTURES ? ["test/fixtures/suite/*.spec.ts"] : ["test/**/*.spec.ts"],
     exclude: process.env.MEMLIFE_TEST_FIXTURES ? [] : ["test/fixtures/**", "node_modules/**"],
-    // Bun's child processes lack what the forks pool needs (`child.channel.unref`, vitest 5.1);
-    // its worker threads run every spec file. Elsewhere each file gets a process of its own.
-    pool: onBun ? "threads" : "forks",
+    // Each file gets a process of its own, on its main thread (see the Bun shim above).
+    pool: "forks",
     // One file at a time: the native libraries' thread pools are shared by the whole machine, and
     // parallel files would make the timing and thread tests flaky.
     fileParallelism: false,

@@ -115,8 +115,8 @@ describe("destroyed without a destructor callback", () => {
       await sleep(10);
       watch(registered.splice(0), gated);
       watch(Array.from({ length: 4 }, () => ctx.createBuffer(64)), gated);
-      // In a Worker (Bun's vitest runs spec files in one) the completion callback the queue arms
-      // for its pinned writes is owed too: it holds a Worker's event loop.
+      // In a Worker (where vitest's threads pool runs spec files) the completion callback the queue
+      // arms for its pinned writes is owed too: it holds a Worker's event loop.
       const armed = inWorker ? 1 : 0;
       await collectUntil(() => owedCallbacks() === owedBefore + 8 + armed);
       assert.equal(owedCallbacks(), owedBefore + 8 + armed, "each dropped buffer owes its destructor");

@@ -358,8 +358,9 @@ describe("threads", () => {
   test(
     "the same on the main thread (child process): TBB workers' calls are relayed there, and a refusal from a worker is honoured",
     async () => {
-      // On Bun this file runs in a vitest worker thread, whose async calls are polled: the main
-      // thread's path (threadsafe JSCallbacks, the TinyCC relay) is only reached by a program's own thread.
+      // A program's own main thread, whatever pool runs this file: through stop 41 Bun's vitest ran
+      // spec files in worker threads, whose async calls are polled, and only a child reached the
+      // main thread's path (threadsafe JSCallbacks, the TinyCC relay).
       const last = await runToEnd(new URL("./fixtures/main-thread-monitor.ts", import.meta.url), [], {
         timeout: 90_000,
       });
