@@ -5,6 +5,11 @@
  *   node test/all.ts [--runtime=bun,deno,node] [--filter=substr[,substr...]] [--timeout=180] [--verbose] [-- vitest args]
  *
  * e.g. `node test/all.ts --runtime=deno --filter=opencl -- -t "SVM"`. Runs on Bun and Deno too.
+ * Besides the three runtimes, two passes run Deno and Node without the prebuilt library
+ * (`deno-nolib`, `node-nolib`), as on a platform it is not built for (macOS, Windows), from JSR,
+ * or where Deno's `--allow-ffi` does not cover it: the suite runs from a copy of the tree without
+ * ffi/prebuilt/*\/libmemlife-ledger.so, with MEMLIFE_TEST_NOLIB=1 telling the tests that check the
+ * library's presence to check its absence (test/helpers.ts `nolib`).
  * Why a process per file, and not one vitest run per runtime:
  * - isolation on every runtime: the native libraries and callback trampolines are process-wide,
  *   and Bun runs vitest's threads pool (its forks pool fails there), which shares one process;
@@ -19,8 +24,9 @@
  * 1); one that crashes or hangs after its result line counts 1 more failure.
  */
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
-import { join, relative } from "node:path";
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, join, relative } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 
@@ -36,7 +42,7 @@ const exitGraceS = Number(option("grace") ?? 15);
 /** The spec files that fail on purpose, for test/suite.spec.ts (vitest.config.ts reads the variable). */
 const fixtures = ownArgs.includes("--fixtures");
 
-type Runtime = "bun" | "deno" | "node";
+type Runtime = "bun" | "deno" | "node" | "deno-nolib" | "node-nolib";
 const bin = (p: string) => join(root, "node_modules", p);
 const vitest = bin("vitest/vitest.mjs");
 /** The pinned runtimes from node_modules, each running vitest's CLI. */
@@ -45,9 +51,41 @@ const commands: Record<Runtime, string[]> = {
   bun: [bin(".bin/bun"), "--bun", vitest],
   deno: [bin("@deno/linux-x64-glibc/deno"), "run", "-A", vitest],
   node: [existsSync(bin(".bin/node")) ? bin(".bin/node") : process.execPath, vitest],
+  // Without the prebuilt library (see the header): Bun never loads it, so it has no such pass.
+  "deno-nolib": [bin("@deno/linux-x64-glibc/deno"), "run", "-A", vitest],
+  "node-nolib": [existsSync(bin(".bin/node")) ? bin(".bin/node") : process.execPath, vitest],
 };
-const runtimes = (option("runtime") ?? "bun,deno,node").split(",") as Runtime[];
-for (const r of runtimes) if (!(r in commands)) throw new Error(`--runtime: unknown runtime "${r}" (bun, deno, node)`);
+const runtimes = (option("runtime") ?? "bun,deno,node,deno-nolib,node-nolib").split(",") as Runtime[];
+for (const r of runtimes) {
+  if (!(r in commands)) throw new Error(`--runtime: unknown runtime "${r}" (${Object.keys(commands).join(", ")})`);
+}
+const nolib = (r: Runtime) => r.endsWith("-nolib");
+
+/**
+ * A copy of the tree without the prebuilt library, for the `-nolib` passes, made once; its
+ * node_modules is the tree's. Left out besides: what no test reads (git, build and device folders).
+ */
+const nolibTree = lazy(() => {
+  const tree = mkdtempSync(join(tmpdir(), "memlife-nolib-"));
+  const skip = new Set([".git", "node_modules", "dist", "test-results", ".device"]);
+  cpSync(root, tree, {
+    recursive: true,
+    filter: (from) =>
+      relative(root, from).split("/").length > 1 || !skip.has(basename(from)) && !basename(from).startsWith("_x_"),
+  });
+  const prebuilt = join(tree, "ffi", "prebuilt");
+  for (const platform of readdirSync(prebuilt, { withFileTypes: true })) {
+    if (platform.isDirectory()) rmSync(join(prebuilt, platform.name, "libmemlife-ledger.so"), { force: true });
+  }
+  symlinkSync(join(root, "node_modules"), join(tree, "node_modules"));
+  process.on("exit", () => rmSync(tree, { recursive: true, force: true }));
+  return tree;
+});
+
+function lazy<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => (made ??= { value: make() }).value;
+}
 
 const filter = option("filter") ?? "";
 // A comma-separated list runs the files that match any of its parts: a device call has a time
@@ -92,7 +130,8 @@ interface FileRun {
 
 function runFile(runtime: Runtime, file: string): Promise<FileRun> {
   const [cmd, ...args] = commands[runtime];
-  const junit = join("test-results", runtime, `${relative("test", file).replaceAll("/", "_")}.xml`);
+  // In the repository, for every pass: a -nolib pass runs in a copy of the tree, removed at exit.
+  const junit = join(root, "test-results", runtime, `${relative("test", file).replaceAll("/", "_")}.xml`);
   return new Promise((resolve) => {
     const child = spawn(
       cmd!,
@@ -106,7 +145,7 @@ function runFile(runtime: Runtime, file: string): Promise<FileRun> {
         ...vitestArgs,
       ],
       {
-        cwd: root,
+        cwd: nolib(runtime) ? nolibTree() : root,
         detached: true,
         stdio: ["ignore", "pipe", "pipe"],
         env: {
@@ -114,6 +153,7 @@ function runFile(runtime: Runtime, file: string): Promise<FileRun> {
           DENO_NO_UPDATE_CHECK: "1",
           NO_COLOR: "1",
           ...(fixtures ? { MEMLIFE_TEST_FIXTURES: "1" } : {}),
+          ...(nolib(runtime) ? { MEMLIFE_TEST_NOLIB: "1" } : {}),
         },
       },
     );
@@ -233,13 +273,13 @@ for (const runtime of runtimes) {
 const sum = { passed: 0, failed: 0, skipped: 0 };
 if (recap.length) console.log(`\nfailed:\n${indent(recap.join("\n"))}`);
 console.log(
-  `\nruntime  ${pad("passed", 7)} ${pad("failed", 7)} ${pad("skipped", 8)}   (${
+  `\nruntime    ${pad("passed", 5)} ${pad("failed", 7)} ${pad("skipped", 8)}   (${
     ((performance.now() - started) / 1000).toFixed(1)
   } s)`,
 );
 for (const r of runtimes) {
   const t = totals[r];
-  console.log(`${r.padEnd(8)} ${pad(t.passed, 7)} ${pad(t.failed, 7)} ${pad(t.skipped, 8)}`);
+  console.log(`${r.padEnd(10)} ${pad(t.passed, 5)} ${pad(t.failed, 7)} ${pad(t.skipped, 8)}`);
   sum.passed += t.passed;
   sum.failed += t.failed;
   sum.skipped += t.skipped;

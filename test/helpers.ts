@@ -26,6 +26,12 @@ const g = globalThis as { Bun?: { gc(full: boolean): void }; Deno?: unknown; gc?
 
 /** The runtime this process runs on. Bun and Deno also define `process`, so test them first. */
 export const runtime: Runtime = g.Bun !== undefined ? "bun" : g.Deno !== undefined ? "deno" : "node";
+/**
+ * This run is test/all.ts's `deno-nolib` or `node-nolib` pass: a copy of the tree without the
+ * prebuilt library, as on a platform it is not built for. The tests that check the library's
+ * presence check its absence instead.
+ */
+export const nolib: boolean = process.env.MEMLIFE_TEST_NOLIB === "1";
 
 /**
  * Marks the running test skipped with `reason`, shown by every reporter and by test/all.ts's
