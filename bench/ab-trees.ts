@@ -37,8 +37,9 @@ function loop(m: Memlife): (n: number) => Promise<void> {
   const ctx = m.cl.createContext();
   const host = new Uint8Array(new ArrayBuffer(4096));
   if (which === "buffer") {
-    return async (n) => {
+    return (n) => {
       for (let i = 0; i < n; i++) ctx.createBuffer(4096).release();
+      return Promise.resolve();
     };
   }
   return async (n) => {
