@@ -19,7 +19,11 @@
  */
 import { cc, CFunction, CString, dlopen, FFIType, JSCallback, ptr, read, toArrayBuffer } from "bun:ffi";
 import type { FFIFunction, FFITypeOrString, Pointer as BunPointer } from "bun:ffi";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { relaySources } from "./bun-relay-sources.ts";
 import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
 import { Deferral, deferringFits } from "./deferred.ts";
@@ -189,6 +193,28 @@ let asyncInFlight = 0;
  */
 let loopHold: ReturnType<typeof setInterval> | undefined;
 
+/**
+ * TinyCC reads its sources from disk: ffi/bun-relay.c beside this module, where it is (the
+ * repository, an installed package), else (a `bun build` bundle, whose output has no ffi/*.c beside
+ * it, or a `bun build --compile` binary, whose files are in Bun's embedded file system, which TinyCC
+ * cannot read: "tcc: error: file '/$bunfs/root/bun-relay.c' not found") the copy embedded in the
+ * code, written into a private temporary folder for the compile and removed after it.
+ */
+function compileRelay(): ReturnType<typeof cc> {
+  const url = new URL("./bun-relay.c", import.meta.url);
+  const beside = url.protocol === "file:" ? fileURLToPath(url) : null;
+  if (beside !== null && !beside.startsWith("/$bunfs/") && existsSync(beside)) {
+    return cc({ source: beside, symbols: helperSymbols });
+  }
+  const dir = mkdtempSync(join(tmpdir(), "memlife-bun-"));
+  try {
+    for (const [name, text] of Object.entries(relaySources)) writeFileSync(join(dir, name), text, { mode: 0o600 });
+    return cc({ source: join(dir, "bun-relay.c"), symbols: helperSymbols });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Everything that must never be collected: native code may call these pointers until exit. */
 const immortal: unknown[] = [];
 
@@ -241,13 +267,22 @@ const RELAY_SPARE_CPUS = 8;
  */
 export const eventCallersWait = cpus >= RELAY_SPARE_CPUS;
 
-/** Compiled on first use, on the thread that becomes "the JS thread" for the relays. */
+/**
+ * Compiled on first use, on the thread that becomes "the JS thread" for the relays. A failure is
+ * memlife's, not that of the library being opened: `whatever` tells `openLibrary` not to try the
+ * next path.
+ */
 function native(): Helpers {
   if (helpers) return helpers;
-  const lib = cc({
-    source: fileURLToPath(new URL("./bun-relay.c", import.meta.url)),
-    symbols: helperSymbols,
-  });
+  let lib: ReturnType<typeof cc>;
+  try {
+    lib = compileRelay();
+  } catch (error) {
+    throw new BackendError(
+      `memlife's C for Bun (ffi/bun-relay.c) did not compile with Bun's TinyCC: ${(error as Error)?.message ?? error}`,
+      { cause: error, whatever: true },
+    );
+  }
   immortal.push(lib);
   const h = lib.symbols as unknown as Helpers;
   // With RELAY_SPARE_CPUS or more, a foreign thread awaits its answer spinning for a while (ffi/bun-relay.c).

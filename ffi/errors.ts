@@ -7,8 +7,15 @@ export class BackendError extends Error {
   override name = "BackendError";
   /** The C `errno`, when the failure has one. */
   readonly errno: number | undefined;
-  constructor(message: string, options?: { errno?: number; cause?: unknown }) {
+  /**
+   * Whether opening any library would fail the same way (memlife's own native part failed): then
+   * `openLibrary` (src/library.ts) stops at it, instead of trying the next path and reporting a
+   * library that could not be loaded.
+   */
+  readonly whatever: boolean;
+  constructor(message: string, options?: { errno?: number; cause?: unknown; whatever?: boolean }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.errno = options?.errno;
+    this.whatever = options?.whatever ?? false;
   }
 }

@@ -28,6 +28,9 @@ export function openLibrary<T extends SymbolTable>(
     try {
       return backend.open(path, table, options);
     } catch (error) {
+      // The backend's own native part failed (ffi/errors.ts BackendError `whatever`): every path
+      // would, and a "could not load" naming the library would send the user to the wrong fix.
+      if ((error as { whatever?: unknown } | null)?.whatever === true) throw error;
       tried.push(path);
       errors.push(error);
     }
