@@ -4,7 +4,7 @@
 // ffi/bun-relay-sources.ts, a copy of it embedded in the code. Each is built here from
 // test/fixtures/bun-bundled.ts and run as a user would.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -29,6 +29,8 @@ function lastJson(command: string, args: string[]): Record<string, unknown> {
 }
 
 const expected = { destructors: 1, onFree: 1, monitored: true, bytes: true };
+
+const bunBinary = fileURLToPath(new URL("../node_modules/.bin/bun", import.meta.url));
 
 describe("bundled by Bun (child processes)", () => {
   test("the embedded copy of the C Bun compiles is the C in ffi/ (else: node .ci/embed-relay.ts)", () => {
@@ -70,4 +72,21 @@ describe("bundled by Bun (child processes)", () => {
       assert.doesNotMatch(stderr, /could not load OpenCL/, stderr);
     }
   }, 90_000);
+
+  test(
+    "bun build --target=node: the bundle runs on Node, without the prebuilt library beside it (the JS fallbacks)",
+    () => {
+      if (runtime !== "node") skip("Node runs it");
+      if (!existsSync(bunBinary)) skip("no Bun in node_modules to bundle with");
+      const out = join(temp, "node-bundle");
+      execFileSync(bunBinary, ["build", "--target=node", "--external", "koffi", fixture, "--outdir", out], {
+        stdio: "pipe",
+      });
+      // koffi stays a package, as a bundler leaves a native module: the project's node_modules has it.
+      mkdirSync(join(out, "node_modules"));
+      symlinkSync(fileURLToPath(new URL("../node_modules/koffi", import.meta.url)), join(out, "node_modules", "koffi"));
+      assert.deepEqual(lastJson(process.execPath, [join(out, "bun-bundled.js")]), expected);
+    },
+    90_000,
+  );
 });
