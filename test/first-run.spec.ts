@@ -4,6 +4,7 @@ import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "vitest";
 import { assert, runScript, runtime, skip } from "./helpers.ts";
@@ -138,6 +139,24 @@ describe("first-run errors", () => {
     assert.match(context.message!, /OCL_ICD_VENDORS/);
     assert.match(context.message!, /OCL_ICD_FILENAMES/);
     assert.match(context.message!, /pocl-opencl-icd/);
+  });
+
+  test("PoCL without a cache folder it can make: createContext() names POCL_CACHE_DIR, not a missing driver", async () => {
+    // PoCL reports no device when it cannot create its kernel cache ($POCL_CACHE_DIR, else
+    // $XDG_CACHE_HOME/pocl or $HOME/.cache/pocl), as for a service user whose HOME is not writable
+    // (nobody's is /nonexistent). The message said to install a driver that was there. HOME is
+    // /proc/self here: a folder where even root makes nothing (Deno needs HOME to be a folder).
+    const { cl } = await import("../src/mod.ts");
+    if (!cl.getPlatforms().some((p) => p.name === "Portable Computing Language")) skip("no PoCL platform here");
+    // Set to "", either makes PoCL 3.1 abort (an assertion in pocl_cache_init_topdir); unset is the case.
+    if (process.env.POCL_CACHE_DIR || process.env.XDG_CACHE_HOME) skip("POCL_CACHE_DIR or XDG_CACHE_HOME is set here");
+    const result = await runScript(fixture, [], { env: { HOME: "/proc/self", MEMLIFE_OPENCL_PLATFORM: "Portable" } });
+    assert.equal(result.code, 0, result.stderr);
+    const { context } = lastJson(result.stdout, result.stderr);
+    assert.equal(context.name, "OpenCLError", JSON.stringify(context));
+    assert.equal(context.fn, "clGetDeviceIDs");
+    assert.match(context.message!, /POCL_CACHE_DIR/);
+    assert.match(context.message!, /HOME=\/proc\/self/);
   });
 });
 

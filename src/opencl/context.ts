@@ -87,10 +87,32 @@ export function defaultDevice(): Device {
     throw new OpenCLError(
       "clGetDeviceIDs",
       OpenCLStatus.CL_DEVICE_NOT_FOUND,
-      `no OpenCL device found on ${platforms.length} platform(s); install a driver such as pocl-opencl-icd`,
+      `no OpenCL device found on ${platforms.length} platform(s); install a driver such as pocl-opencl-icd` +
+        (candidates.some((p) => p.name === "Portable Computing Language") ? poclCacheHint() : ""),
     );
   }
   return deviceSelector !== undefined ? pick(devices, deviceSelector, "device") : devices[0];
+}
+
+/**
+ * PoCL reports no device, and says why on stderr only with POCL_DEBUG, when it cannot create its
+ * kernel cache: a program run by a user whose HOME is not writable (nobody's is /nonexistent), as
+ * services often are. (Set to "", POCL_CACHE_DIR or XDG_CACHE_HOME makes PoCL 3.1 abort instead.)
+ */
+function poclCacheHint(): string {
+  const where = ["POCL_CACHE_DIR", "XDG_CACHE_HOME", "HOME"].map((name) => `${name}=${readable(name)}`);
+  return `. PoCL (installed here) reports no device when it cannot create its kernel cache ` +
+    `($POCL_CACHE_DIR, else $XDG_CACHE_HOME/pocl, else $HOME/.cache/pocl; ${where.join(", ")}): ` +
+    `set POCL_CACHE_DIR to a folder this user can write`;
+}
+
+/** A variable's value for a message: Deno's `--allow-env` may be limited to memlife's own variables. */
+function readable(name: string): string {
+  try {
+    return envVar(name) ?? "(unset)";
+  } catch {
+    return "(not readable: --allow-env)";
+  }
 }
 
 /**
