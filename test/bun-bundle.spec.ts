@@ -2,7 +2,7 @@
 // its own files are then not on disk beside the code (a binary's live in Bun's embedded file
 // system, which Bun's TinyCC cannot read), and the C that Bun compiles at run time comes from
 // ffi/bun-relay-sources.ts, a copy of it embedded in the code. Each is built here from
-// test/fixtures/bun-bundled.ts and run as a user would.
+// test/fixtures/bundled.ts and run as a user would.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,7 +12,7 @@ import { afterAll, describe, test } from "vitest";
 import { relaySources } from "../ffi/bun-relay-sources.ts";
 import { assert, runtime, skip } from "./helpers.ts";
 
-const fixture = fileURLToPath(new URL("./fixtures/bun-bundled.ts", import.meta.url));
+const fixture = fileURLToPath(new URL("./fixtures/bundled.ts", import.meta.url));
 const temp = mkdtempSync(join(tmpdir(), "memlife-bun-bundle-"));
 afterAll(() => rmSync(temp, { recursive: true, force: true }));
 
@@ -28,7 +28,7 @@ function lastJson(command: string, args: string[]): Record<string, unknown> {
   return JSON.parse(out.trim().split("\n").at(-1)!) as Record<string, unknown>;
 }
 
-const expected = { destructors: 1, onFree: 1, monitored: true, bytes: true };
+const expected = { destructors: 1, released: "ReleasedError", onFree: 1, monitored: true, bytes: true };
 
 const bunBinary = fileURLToPath(new URL("../node_modules/.bin/bun", import.meta.url));
 
@@ -52,13 +52,13 @@ describe("bundled by Bun (child processes)", () => {
     if (runtime !== "bun") skip("Bun builds it");
     const out = join(temp, "bundle");
     execFileSync(process.execPath, ["build", "--target=bun", fixture, "--outdir", out], { stdio: "pipe" });
-    assert.deepEqual(lastJson(process.execPath, [join(out, "bun-bundled.js")]), expected);
+    assert.deepEqual(lastJson(process.execPath, [join(out, "bundled.js")]), expected);
 
     // Where that C cannot be compiled (here: no temporary folder to write it to), the error says
     // so, once: not "could not load OpenCL" for each path tried, which sent the user to install a
     // driver they had.
     try {
-      execFileSync(process.execPath, [join(out, "bun-bundled.js")], {
+      execFileSync(process.execPath, [join(out, "bundled.js")], {
         cwd: temp,
         encoding: "utf8",
         stdio: "pipe",
@@ -85,7 +85,7 @@ describe("bundled by Bun (child processes)", () => {
       // koffi stays a package, as a bundler leaves a native module: the project's node_modules has it.
       mkdirSync(join(out, "node_modules"));
       symlinkSync(fileURLToPath(new URL("../node_modules/koffi", import.meta.url)), join(out, "node_modules", "koffi"));
-      assert.deepEqual(lastJson(process.execPath, [join(out, "bun-bundled.js")]), expected);
+      assert.deepEqual(lastJson(process.execPath, [join(out, "bundled.js")]), expected);
     },
     90_000,
   );
