@@ -201,8 +201,10 @@ let loopHold: ReturnType<typeof setInterval> | undefined;
  * code, written into a private temporary folder for the compile and removed after it.
  */
 function compileRelay(): ReturnType<typeof cc> {
-  const url = new URL("./bun-relay.c", import.meta.url);
-  const beside = url.protocol === "file:" ? fileURLToPath(url) : null;
+  // No URL at all in a CommonJS bundle of esbuild's (see ffi/native-ledger.ts): the embedded copy.
+  const base: unknown = import.meta.url;
+  const url = typeof base === "string" ? new URL("./bun-relay.c", base) : null;
+  const beside = url?.protocol === "file:" ? fileURLToPath(url) : null;
   if (beside !== null && !beside.startsWith("/$bunfs/") && existsSync(beside)) {
     return cc({ source: beside, symbols: helperSymbols });
   }

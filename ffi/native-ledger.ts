@@ -49,7 +49,12 @@ export type NativeLedgerLibrary = NativeLibrary<typeof nativeLedgerSymbols>;
 
 /** Where the library for `platform` (`linux-x64`, `linux-arm64`) is, or null when not on disk. */
 export function nativeLedgerPath(platform: string): string | null {
-  const url = new URL(`./prebuilt/${platform}/libmemlife-ledger.so`, import.meta.url);
+  // A bundle may give this module no URL: esbuild's CommonJS output makes `import.meta` an empty
+  // object (`new URL(..., undefined)` threw "Invalid URL" at the first callback). The library is
+  // not beside a bundle anyway: the JS fallbacks serve (test/esbuild-bundle.spec.ts).
+  const base: unknown = import.meta.url;
+  if (typeof base !== "string") return null;
+  const url = new URL(`./prebuilt/${platform}/libmemlife-ledger.so`, base);
   return url.protocol === "file:" ? decodeURIComponent(url.pathname) : null;
 }
 
