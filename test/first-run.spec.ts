@@ -124,6 +124,39 @@ describe("first-run errors", () => {
     200_000,
   );
 
+  test(
+    "Node's permission model: with --allow-addons (koffi is an addon) it runs; without, Node's own ERR_DLOPEN_DISABLED",
+    async () => {
+      if (runtime !== "node") skip("Node's permission model");
+      const [major, minor] = process.versions.node.split(".").map(Number);
+      if (major < 23 || (major === 23 && minor < 5)) {
+        skip(`--permission is stable from Node 23.5 (this is ${process.version})`);
+      }
+      const root = fileURLToPath(new URL("..", import.meta.url));
+      const program = fileURLToPath(new URL("./fixtures/bundled.ts", import.meta.url));
+      const run = (flags: string[]) =>
+        new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+          execFile(process.execPath, ["--permission", `--allow-fs-read=${root}`, ...flags, program], {
+            timeout: 60_000,
+          }, (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }));
+        });
+      // Reading the program's own folder is all memlife asks besides the addon: dlopen is koffi's.
+      const allowed = await run(["--allow-addons"]);
+      assert.equal(allowed.code, 0, allowed.stderr);
+      assert.deepEqual(JSON.parse(allowed.stdout.trim().split("\n").at(-1)!), {
+        destructors: 1,
+        released: "ReleasedError",
+        onFree: 1,
+        monitored: true,
+        bytes: true,
+      });
+      const refused = await run([]);
+      assert.notEqual(refused.code, 0);
+      assert.match(refused.stderr, /ERR_DLOPEN_DISABLED/, refused.stderr);
+    },
+    90_000,
+  );
+
   test("no OpenCL platform: getPlatforms() is empty and createContext() says why, naming the ICD variables and drivers", async () => {
     const result = await runScript(fixture, [], {
       env: { OCL_ICD_VENDORS: "/nonexistent/memlife-no-vendors", OCL_ICD_FILENAMES: "" },
