@@ -1,0 +1,49 @@
+// memlife inside a program's own test runner (deno test, deno bench): the runner decides when the
+// process ends and how (its summary, its exit code). memlife ends a program with `_exit` once a
+// library is open (ffi/deno.ts, "exiting with native calls in flight"); under `deno test` that ran
+// at the first file's `unload`: no summary, the files after it never ran, and exit code 0 with a
+// test failed. Each runner runs as a child process.
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { describe, test } from "vitest";
+import { assert, runtime, skip } from "./helpers.ts";
+
+const runners = fileURLToPath(new URL("./fixtures/runners/", import.meta.url));
+
+/** Runs Deno's `subcommand` on `files` (a folder of fixtures), without colour. */
+function deno(subcommand: string, files: string[]): Promise<{ code: number | string; out: string }> {
+  return new Promise((resolve) => {
+    // Through sh, with the executable in the environment: Deno's node:child_process rewrites the
+    // arguments of a child that runs Deno's own executable (as if it were node).
+    execFile(
+      "/bin/sh",
+      ["-c", 'exec "$MEMLIFE_DENO" "$@"', "sh", subcommand, "-A", "--no-check", ...files.map((f) => runners + f)],
+      {
+        timeout: 120_000,
+        env: { ...process.env, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1", MEMLIFE_DENO: process.execPath },
+      },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? (error.signal ?? Number(error.code ?? 1)) : 0, out: `${stdout}\n${stderr}` }),
+    );
+  });
+}
+
+describe("a program's test runner (child processes)", () => {
+  test("deno test: a failing test after memlife's fails the run, the next file runs, the summary prints", async () => {
+    if (runtime !== "deno") skip("Deno's runner");
+    const { code, out } = await deno("test", ["uses_memlife_test.ts", "still_runs_test.ts"]);
+    assert.match(out, /memlife: a destructor and a monitored commit \.\.\. ok/, out);
+    assert.match(out, /a failing test after memlife's \.\.\. FAILED/, out);
+    assert.match(out, /the second file still runs \.\.\. ok/, out);
+    assert.match(out, /FAILED \| 2 passed \| 1 failed/, out);
+    assert.equal(code, 1, out);
+  }, 150_000);
+
+  test("deno bench: the table prints and the run ends with 0", async () => {
+    if (runtime !== "deno") skip("Deno's runner");
+    const { code, out } = await deno("bench", ["uses_memlife_bench.ts"]);
+    assert.match(out, /createBuffer \+ release/, out);
+    assert.match(out, /iter\/s/, out);
+    assert.equal(code, 0, out);
+  }, 150_000);
+});
