@@ -2,7 +2,7 @@
 // process ends and how (its summary, its exit code). memlife ends a program with `_exit` once a
 // library is open (ffi/deno.ts, "exiting with native calls in flight"); under `deno test` that ran
 // at the first file's `unload`: no summary, the files after it never ran, and exit code 0 with a
-// test failed. Each runner runs as a child process.
+// test failed. Node's and Bun's runners are checked the same way. Each runner runs as a child process.
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "vitest";
@@ -28,7 +28,36 @@ function deno(subcommand: string, files: string[]): Promise<{ code: number | str
   });
 }
 
+/** Runs this runtime's executable with `args`, without colour. */
+function own(args: string[]): Promise<{ code: number | string; out: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      args,
+      { timeout: 120_000, env: { ...process.env, NO_COLOR: "1" } },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? (error.signal ?? Number(error.code ?? 1)) : 0, out: `${stdout}\n${stderr}` }),
+    );
+  });
+}
+
 describe("a program's test runner (child processes)", () => {
+  test("node --test: a failing test after memlife's fails the run", async () => {
+    if (runtime !== "node") skip("Node's runner");
+    const { code, out } = await own(["--test", runners + "uses_memlife.node.test.ts"]);
+    assert.match(out, /(#|ℹ) pass 1/, out);
+    assert.match(out, /(#|ℹ) fail 1/, out);
+    assert.equal(code, 1, out);
+  }, 150_000);
+
+  test("bun test: a failing test after memlife's fails the run", async () => {
+    if (runtime !== "bun") skip("Bun's runner");
+    const { code, out } = await own(["test", runners + "uses_memlife.bun.test.ts"]);
+    assert.match(out, /1 pass/, out);
+    assert.match(out, /1 fail/, out);
+    assert.equal(code, 1, out);
+  }, 150_000);
+
   test("deno test: a failing test after memlife's fails the run, the next file runs, the summary prints", async () => {
     if (runtime !== "deno") skip("Deno's runner");
     const { code, out } = await deno("test", ["uses_memlife_test.ts", "still_runs_test.ts"]);
