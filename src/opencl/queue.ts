@@ -80,6 +80,7 @@ import {
   commandUses,
   completedThrough,
   contextOf,
+  executableOn,
   fromFactory,
   genuine,
   handleOf,
@@ -961,6 +962,7 @@ export class CommandQueue {
     // ndrangeSizes reads every size (a getter may run, even one that enqueues a kernel) before it
     // fills the shared scratch they go down in; after it, no code of the program's runs.
     const sizes = ndrangeSizes(globalSize, local, offset);
+    Kernel[executableOn](kernel, this.device);
     Kernel[localMemoryFits](kernel, this.device);
     const handle = this.#live();
     const k = Kernel[handleOf](kernel);
