@@ -11,10 +11,10 @@ import { assert, runScript, skip } from "./helpers.ts";
 const TWO = "pthread pthread";
 const MIXED = "basic pthread";
 
-async function child(mode: string, devices = TWO): Promise<Record<string, unknown>> {
+async function child(mode: string, devices = TWO, timeout = 40_000): Promise<Record<string, unknown>> {
   const r = await runScript(new URL("./fixtures/multi-device.ts", import.meta.url), [mode], {
     env: { POCL_DEVICES: devices },
-    timeout: 40_000,
+    timeout,
   });
   const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
   assert.equal(r.timedOut, false, `${mode}: hung\n${out}`);
@@ -229,6 +229,19 @@ describe(`two drivers in one context (POCL_DEVICES="${MIXED}", child processes)`
       if (r.onFree !== undefined) assert.deepEqual(r.onFree, [0, 1]);
     },
     45_000,
+  );
+
+  test(
+    "a basic-device command waiting for an event not yet complete (a user event, another device's command) is refused before the native call: PoCL's basic driver deadlocked when it completed (the JS thread for ever in setStatus); completed events are taken",
+    async () => {
+      const r = await child("basic-gated", MIXED, 15_000);
+      const refused = "OpenCLError clEnqueueNDRangeKernel CL_INVALID_OPERATION";
+      assert.deepEqual([r.gatedOnBasic, r.afterOtherDevice], [refused, refused]);
+      assert.equal(r.readAfterOther, "OpenCLError clEnqueueReadBuffer CL_INVALID_OPERATION");
+      assert.deepEqual(r.data, [12], "d1's 1 then d0's 2, once both were complete");
+      assert.deepEqual(r.dataAfter, [1222], "d0's command, then d1's waiting for it");
+    },
+    20_000,
   );
 
   test("the same device list and build status as PyOpenCL", async () => {
