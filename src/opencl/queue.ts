@@ -45,6 +45,7 @@ import {
 } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import {
+  basicDriver,
   commandMade,
   type CommandTracker,
   Event,
@@ -570,6 +571,8 @@ export class CommandQueue {
   #markersPending = 0;
   /** Read-only and not configurable (set in the constructor), as a context's `devices`. */
   declare readonly device: Device;
+  /** On PoCL's basic driver: waits only for events already complete, or its own commands (see `basicDriver`). */
+  #basic = false;
 
   /** The context it belongs to. */
   get context(): Context {
@@ -598,6 +601,7 @@ export class CommandQueue {
     this.#native = handle;
     this.#context = context;
     this.#guard = guardsFailures(device) ? new FailureGuard() : undefined;
+    this.#basic = basicDriver(device);
     cls.adopt(context); // through the class: [callbackQueue] may make one after the context got another prototype
     net.add(this);
   }
@@ -1202,7 +1206,7 @@ export class CommandQueue {
    * front of it, which stands for the commands before it (see FailureGuard).
    */
   #waitList(events: readonly Event[], fn: string): { count: number; list: BigUint64Array | null } {
-    const wait = waitHandles(events, fn);
+    const wait = waitHandles(events, fn, this.#basic ? this.#native : null);
     const guard = this.#guard;
     // Not when every command before it is known to have ended (a new queue, or one whose last
     // command was waited for): the command then waits on none of them, and a marker just enqueued,
