@@ -108,6 +108,11 @@ export const releaseOf: unique symbol = Symbol("memlife.releaseOf");
  * variables and its cl.local() arguments together) fits a device's.
  */
 export const localMemoryFits: unique symbol = Symbol("memlife.localMemoryFits");
+/**
+ * Kernel (static): OpenCLError CL_INVALID_PROGRAM_EXECUTABLE unless its program was built for a
+ * device (PoCL aborted the process in the enqueue).
+ */
+export const executableOn: unique symbol = Symbol("memlife.executableOn");
 /** Kernel: the SVM allocations an enqueue of it uses; ReleasedError for a released argument. */
 export const commandUses: unique symbol = Symbol("memlife.commandUses");
 /** rtc.Device (static): its DeviceState, which scenes share. */

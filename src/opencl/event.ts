@@ -14,7 +14,7 @@ import { trampolines } from "../trampolines.ts";
 import { OpenCLError, ReleasedError } from "../errors.ts";
 import { integer, listLength, show } from "../check.ts";
 import { EventInfo, ExecutionStatus } from "./constants.ts";
-import { check, errcode, infoU32, opencl, pointerArray, symbols, unguarded } from "./native.ts";
+import { check, errcode, infoU32, infoU64, opencl, pointerArray, symbols, unguarded } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import type { Context } from "./context.ts";
 import { childKind } from "./child.ts";
@@ -116,6 +116,24 @@ export function guardsFailures(device: { platform: { name: string; version: stri
   if (device.platform.name !== "Portable Computing Language") return false;
   const major = /PoCL (\d+)/.exec(device.platform.version)?.[1];
   return major === undefined || Number(major) < 7;
+}
+
+/**
+ * A queue on PoCL's basic driver: its commands may wait only for events already complete, or for
+ * commands of the same queue (in order, run by the same flush). PoCL's basic driver runs a command
+ * when the last event it waits for completes, on the thread that completed it and under that
+ * event's lock, which it takes again: a user event's clSetUserEventStatus (the JS thread) or a
+ * pthread worker then blocks for ever (pocl issue 1177, open; PoCL 3.1 in C, another order
+ * segfaulted). `test/fixtures/multi-device.ts` basic-gated.
+ */
+export function basicDriver(device: { name: string; platform: { name: string } }): boolean {
+  return device.platform.name === "Portable Computing Language" && device.name.startsWith("basic");
+}
+
+/** Whether `event` is a command of `queue` (CL_EVENT_COMMAND_QUEUE; a user event has none). */
+function commandOf(event: Pointer, queue: Pointer): boolean {
+  const of = infoU64("clGetEventInfo", opencl().symbols.clGetEventInfo, event, EventInfo.COMMAND_QUEUE);
+  return of !== 0 && BigInt(of) === backend.address(queue);
 }
 
 /** Guards with entries, drained by the poll; and the handles they hold (a wait list naming one is gated). */
@@ -748,7 +766,11 @@ export function waitEvents(events: unknown): readonly Event[] {
  * (their waits and finish() never settled), and NVIDIA refuses the enqueue with the failed event's
  * status for an error code (-9 read as CL_IMAGE_FORMAT_MISMATCH). One status read per event.
  */
-export function waitHandles(events: readonly Event[], fn: string): { count: number; list: BigUint64Array | null } {
+export function waitHandles(
+  events: readonly Event[],
+  fn: string,
+  basicQueue: Pointer | null = null,
+): { count: number; list: BigUint64Array | null } {
   if (events.length === 0) {
     if (pendingCross !== null || pendingGates !== null) dropPending();
     return noWait;
@@ -763,6 +785,15 @@ export function waitHandles(events: readonly Event[], fn: string): { count: numb
         fn,
         OpenCLStatus.CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
         `waitFor[${i}] failed (its execution status is ${status}): a command behind it would never run`,
+      );
+    }
+    if (basicQueue !== null && status > 0 && !commandOf(handle, basicQueue)) {
+      throw new OpenCLError(
+        fn,
+        OpenCLStatus.CL_INVALID_OPERATION,
+        `waitFor[${i}] has not completed (execution status ${status}), and this queue's device is PoCL's basic driver, ` +
+          "which deadlocks when an event one of its commands waits for completes later (a user event's setStatus, " +
+          "a command of another queue ending: PoCL issue 1177): wait for it first (await its wait()), or use a pthread device",
       );
     }
     handles[i] = handle;

@@ -1,20 +1,22 @@
 /** Kernels (cl_kernel), their arguments, and the typed scalar and vector values they take. */
 import type { Pointer } from "../../ffi/types.ts";
 import { backend } from "../backend.ts";
-import { ReleasedError } from "../errors.ts";
+import { OpenCLError, ReleasedError } from "../errors.ts";
+import { OpenCLStatus } from "./status-codes.ts";
 import { integer, listLength, memoryBytes, readOnly, show, viewByteLength } from "../check.ts";
 import { KernelArgAddress, KernelArgInfo, KernelExecInfo, KernelInfo, KernelWorkGroupInfo } from "./constants.ts";
 import { check, infoBytes, infoString, infoU32, infoU64, opencl, optionalSymbol, pointerArray } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import { SVMAllocation } from "./svm.ts";
 import { Device } from "./platform.ts";
-import type { Program } from "./program.ts";
+import type { Executables, Program } from "./program.ts";
 import type { Context } from "./context.ts";
 import {
   closeStatics,
   commandHandle,
   commandUses,
   contextOf,
+  executableOn,
   fromFactory,
   genuine,
   handleOf,
@@ -330,8 +332,17 @@ export class Kernel extends ContextChild {
   /** The program's typedefs of OpenCL object types (see `typedefsOfOpaqueTypes`), as the program gave them. */
   readonly #opaqueAliases: ReadonlySet<string>;
 
+  /** The devices its program has an executable for (see `Executables` in program.ts). */
+  readonly #executables: Executables;
+
   /** @internal use `program.createKernel()`. */
-  constructor(made: typeof fromFactory, program: Program, handle: Pointer, opaqueAliases: ReadonlySet<string>) {
+  constructor(
+    made: typeof fromFactory,
+    program: Program,
+    handle: Pointer,
+    opaqueAliases: ReadonlySet<string>,
+    executables: Executables,
+  ) {
     if (made !== fromFactory) notByNew("cl.Kernel", "program.createKernel()");
     const info = opencl().symbols.clGetKernelInfo;
     let name: string, numArgs: number;
@@ -347,6 +358,7 @@ export class Kernel extends ContextChild {
     readOnly(this, "numArgs", numArgs);
     readOnly(this, "program", program);
     this.#opaqueAliases = opaqueAliases;
+    this.#executables = executables;
     this.#args = new Array(numArgs).fill(undefined);
     this.#localBytes = new Array(numArgs).fill(0);
   }
@@ -633,6 +645,25 @@ export class Kernel extends ContextChild {
       );
     }
     kernel.#localFits = device;
+  }
+
+  /**
+   * @internal OpenCLError CL_INVALID_PROGRAM_EXECUTABLE (as clEnqueueNDRangeKernel defines it) unless
+   * the kernel's program was built for `device`, before the native call: PoCL 3.1 aborted the
+   * process there (see `Executables`).
+   */
+  static [executableOn](kernel: Kernel, device: Device): void {
+    const built = kernel.#executables.devices;
+    if (built.includes(device)) return;
+    throw new OpenCLError(
+      "clEnqueueNDRangeKernel",
+      OpenCLStatus.CL_INVALID_PROGRAM_EXECUTABLE,
+      `kernel "${kernel.name}": its program was not built for the queue's device (${device.name}, devices[${
+        kernel.#context.devices.indexOf(device)
+      }] of the context); its newest successful build was for ${
+        built.length === 0 ? "no device" : built.map((d) => `devices[${kernel.#context.devices.indexOf(d)}]`).join(", ")
+      }: build it for this device (program.build(options, devices) without devices builds for all)`,
+    );
   }
 
   /** CL_KERNEL_LOCAL_MEM_SIZE on `device`, in bytes. */

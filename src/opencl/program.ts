@@ -24,6 +24,18 @@ const kind = childKind({
   release: (handle) => opencl().symbols.clReleaseProgram(handle),
 }, (child: ContextChild) => ContextChild[finalizerState](child));
 
+/**
+ * The devices a program has an executable for: those of its newest build that succeeded (none
+ * after a failed one). Shared, one object per program, with the kernels made from it, which read
+ * it at each enqueue. PoCL 3.1 says CL_BUILD_SUCCESS for every device of the context after a build
+ * for some of them, and a kernel enqueued on a device outside them aborts the process
+ * (pocl_ndrange_kernel.c: assertion `program_dev_i < CL_UINT_MAX`, the same in C); a rebuild for
+ * fewer devices drops the others' executables there.
+ */
+export interface Executables {
+  devices: readonly Device[];
+}
+
 /** What a failed build leaves per device. */
 export interface BuildLogEntry {
   readonly device: Device;
@@ -31,6 +43,9 @@ export interface BuildLogEntry {
 }
 
 const encoder = new TextEncoder();
+/** CL_BUILD_SUCCESS, CL_BUILD_NONE. */
+const BUILD_SUCCESS = 0;
+const BUILD_NONE = -1;
 
 /**
  * A program made from OpenCL C source. `build()` compiles it on a backend thread, so the JS
@@ -83,6 +98,8 @@ export class Program extends ContextChild {
   /** For its kernels' setArg (src/opencl/kernel.ts), given to each as it is made; each build adds its `-D` options'. */
   #opaqueAliases: ReadonlySet<string>;
   readonly #sourceText: string;
+  /** See `Executables`: its kernels hold the same object. */
+  readonly #executables: Executables = { devices: [] };
 
   /**
    * Compiles and links the program for `devices` (default: every device of the context) with
@@ -139,8 +156,11 @@ export class Program extends ContextChild {
           : logs.filter((l) => l.log.trim() !== "").map((l) => `[${l.device.name}]\n${l.log.trim()}`).join("\n");
         const error = new OpenCLError("clBuildProgram", status, detail);
         error.buildLog = logs;
+        // CL_INVALID_OPERATION changed nothing; after any other failure no device has an executable.
+        if (status !== OpenCLStatus.CL_INVALID_OPERATION) this.#executables.devices = [];
         throw error;
       }
+      this.#executables.devices = list === undefined ? this.#context.devices : [...new Set(list)];
       // Kernels made from now on are this build's: its -D options may alias an object type too.
       this.#opaqueAliases = typedefsOfOpaqueTypes(this.#sourceText, options);
     } finally {
@@ -155,18 +175,23 @@ export class Program extends ContextChild {
     return buildLog(this.#live(), device);
   }
 
-  /** CL_PROGRAM_BUILD_STATUS: 0 success, -1 none, -2 error, -3 in progress. */
+  /**
+   * CL_PROGRAM_BUILD_STATUS: 0 success, -1 none, -2 error, -3 in progress. A device outside the
+   * newest successful build's devices has no executable: CL_BUILD_NONE (-1) where the driver says
+   * success (PoCL 3.1 says it for every device of the context).
+   */
   buildStatus(device: Device = this.#context.devices[0]): number {
     if (!this.#context.devices.includes(device)) throw new TypeError("the device is not one of this program's context");
     const handle = this.#live();
     const fn = opencl().symbols.clGetProgramBuildInfo;
-    return infoU64(
+    const status = infoU64(
       "clGetProgramBuildInfo",
       (h, p, s, v, r) => fn(h, Device[handleOf](device), p, s, v, r),
       handle,
       ProgramBuildInfo.STATUS,
       4,
     ) | 0;
+    return status === BUILD_SUCCESS && !this.#executables.devices.includes(device) ? BUILD_NONE : status;
   }
 
   /** CL_PROGRAM_SOURCE. */
@@ -214,7 +239,7 @@ export class Program extends ContextChild {
     }
     const handle = opencl().symbols.clCreateKernel(this.#live(), name, errcode) as Pointer | null;
     if (handle === null) throw new OpenCLError("clCreateKernel", errcode[0], `kernel "${name}"`);
-    return new Kernel(fromFactory, this, handle, this.#opaqueAliases);
+    return new Kernel(fromFactory, this, handle, this.#opaqueAliases, this.#executables);
   }
 
   /** Every kernel of the built program (clCreateKernelsInProgram). */
@@ -228,7 +253,15 @@ export class Program extends ContextChild {
     check("clCreateKernelsInProgram", s.clCreateKernelsInProgram(handle, count[0], list, null));
     const kernels: Kernel[] = [];
     for (let i = 0; i < count[0]; i++) {
-      kernels.push(new Kernel(fromFactory, this, backend.fromAddress(list[i]) as Pointer, this.#opaqueAliases));
+      kernels.push(
+        new Kernel(
+          fromFactory,
+          this,
+          backend.fromAddress(list[i]) as Pointer,
+          this.#opaqueAliases,
+          this.#executables,
+        ),
+      );
     }
     return kernels;
   }

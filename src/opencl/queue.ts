@@ -45,6 +45,7 @@ import {
 } from "./native.ts";
 import { Buffer } from "./buffer.ts";
 import {
+  basicDriver,
   commandMade,
   type CommandTracker,
   Event,
@@ -80,6 +81,7 @@ import {
   commandUses,
   completedThrough,
   contextOf,
+  executableOn,
   fromFactory,
   genuine,
   handleOf,
@@ -569,6 +571,8 @@ export class CommandQueue {
   #markersPending = 0;
   /** Read-only and not configurable (set in the constructor), as a context's `devices`. */
   declare readonly device: Device;
+  /** On PoCL's basic driver: waits only for events already complete, or its own commands (see `basicDriver`). */
+  #basic = false;
 
   /** The context it belongs to. */
   get context(): Context {
@@ -597,6 +601,7 @@ export class CommandQueue {
     this.#native = handle;
     this.#context = context;
     this.#guard = guardsFailures(device) ? new FailureGuard() : undefined;
+    this.#basic = basicDriver(device);
     cls.adopt(context); // through the class: [callbackQueue] may make one after the context got another prototype
     net.add(this);
   }
@@ -961,6 +966,7 @@ export class CommandQueue {
     // ndrangeSizes reads every size (a getter may run, even one that enqueues a kernel) before it
     // fills the shared scratch they go down in; after it, no code of the program's runs.
     const sizes = ndrangeSizes(globalSize, local, offset);
+    Kernel[executableOn](kernel, this.device);
     Kernel[localMemoryFits](kernel, this.device);
     const handle = this.#live();
     const k = Kernel[handleOf](kernel);
@@ -1200,7 +1206,7 @@ export class CommandQueue {
    * front of it, which stands for the commands before it (see FailureGuard).
    */
   #waitList(events: readonly Event[], fn: string): { count: number; list: BigUint64Array | null } {
-    const wait = waitHandles(events, fn);
+    const wait = waitHandles(events, fn, this.#basic ? this.#native : null);
     const guard = this.#guard;
     // Not when every command before it is known to have ended (a new queue, or one whose last
     // command was waited for): the command then waits on none of them, and a marker just enqueued,
