@@ -119,15 +119,18 @@ export function guardsFailures(device: { platform: { name: string; version: stri
 }
 
 /**
- * A queue on PoCL's basic driver: its commands may wait only for events already complete, or for
- * commands of the same queue (in order, run by the same flush). PoCL's basic driver runs a command
- * when the last event it waits for completes, on the thread that completed it and under that
- * event's lock, which it takes again: a user event's clSetUserEventStatus (the JS thread) or a
- * pthread worker then blocks for ever (pocl issue 1177, open; PoCL 3.1 in C, another order
- * segfaulted). `test/fixtures/multi-device.ts` basic-gated.
+ * A queue on PoCL's basic driver (`cpu-minimal` from PoCL 5.0): its commands may wait only for
+ * events already complete, or for commands of the same queue (in order, run by the same flush).
+ * PoCL's basic driver runs a command when the last event it waits for completes, on the thread
+ * that completed it and under that event's lock, which it takes again: a user event's
+ * clSetUserEventStatus (the JS thread) or a pthread worker then blocks for ever (pocl issue 1177,
+ * open; PoCL 3.1 in C, another order segfaulted; PoCL 5.0 the same).
+ * `test/fixtures/multi-device.ts` basic-gated.
  */
 export function basicDriver(device: { name: string; platform: { name: string } }): boolean {
-  return device.platform.name === "Portable Computing Language" && device.name.startsWith("basic");
+  // PoCL names a device after its driver: "basic-..." through 4.x, "cpu-minimal-..." from 5.0 (the
+  // same driver renamed, and the same deadlock: PoCL 5.0 on the GPU machine hung there too).
+  return device.platform.name === "Portable Computing Language" && /^(basic|cpu-minimal)(-|$)/.test(device.name);
 }
 
 /** Whether `event` is a command of `queue` (CL_EVENT_COMMAND_QUEUE; a user event has none). */
