@@ -441,10 +441,13 @@ const inWorker = typeof g.WorkerGlobalScope === "function" ||
  * under `deno test` and `deno bench`, not under `deno run` (Deno 2.9); the spec fails should that
  * change. The runner's own exit then takes its chances with the drivers' threads (README, Exit).
  */
-const internals = (Deno as unknown as { internal?: symbol }).internal;
-const underRunner = internals !== undefined &&
-  typeof (Deno as unknown as Record<symbol, Record<string, unknown> | undefined>)[internals]
-      ?.installTestIsolateExitHandler === "function";
+const underRunner = (() => {
+  // This module must load under Bun and Node too (src/backend.ts reports the mismatch): no Deno there.
+  const internal = (Deno as unknown as { internal?: symbol } | undefined)?.internal;
+  if (internal === undefined) return false;
+  const internals = (Deno as unknown as Record<symbol, Record<string, unknown> | undefined>)[internal];
+  return typeof internals?.installTestIsolateExitHandler === "function";
+})();
 
 /** (Re)installs the exit listeners at the end of each event's list when async work starts. */
 function guardExit(): void {

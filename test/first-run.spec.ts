@@ -1,7 +1,7 @@
 // First-run errors: what a new user sees when a Deno permission is missing or no OpenCL driver is
 // installed, instead of an error that blames the wrong thing.
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -132,11 +132,19 @@ describe("first-run errors", () => {
       if (major < 23 || (major === 23 && minor < 5)) {
         skip(`--permission is stable from Node 23.5 (this is ${process.version})`);
       }
+      // The folder and where its node_modules lead (a link in the suite's -nolib copies, as with pnpm).
       const root = fileURLToPath(new URL("..", import.meta.url));
+      const modules = realpathSync(join(root, "node_modules"));
       const program = fileURLToPath(new URL("./fixtures/bundled.ts", import.meta.url));
       const run = (flags: string[]) =>
         new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-          execFile(process.execPath, ["--permission", `--allow-fs-read=${root}`, ...flags, program], {
+          execFile(process.execPath, [
+            "--permission",
+            `--allow-fs-read=${root}`,
+            `--allow-fs-read=${modules}`,
+            ...flags,
+            program,
+          ], {
             timeout: 60_000,
           }, (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }));
         });
