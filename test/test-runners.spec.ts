@@ -11,13 +11,26 @@ import { assert, runtime, skip } from "./helpers.ts";
 const runners = fileURLToPath(new URL("./fixtures/runners/", import.meta.url));
 
 /** Runs Deno's `subcommand` on `files` (a folder of fixtures), without colour. */
-function deno(subcommand: string, files: string[]): Promise<{ code: number | string; out: string }> {
+function deno(
+  subcommand: string,
+  files: string[],
+  flags: string[] = [],
+): Promise<{ code: number | string; out: string }> {
   return new Promise((resolve) => {
     // Through sh, with the executable in the environment: Deno's node:child_process rewrites the
     // arguments of a child that runs Deno's own executable (as if it were node).
     execFile(
       "/bin/sh",
-      ["-c", 'exec "$MEMLIFE_DENO" "$@"', "sh", subcommand, "-A", "--no-check", ...files.map((f) => runners + f)],
+      [
+        "-c",
+        'exec "$MEMLIFE_DENO" "$@"',
+        "sh",
+        subcommand,
+        "-A",
+        "--no-check",
+        ...flags,
+        ...files.map((f) => runners + f),
+      ],
       {
         timeout: 120_000,
         env: { ...process.env, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1", MEMLIFE_DENO: process.execPath },
@@ -67,6 +80,20 @@ describe("a program's test runner (child processes)", () => {
     assert.match(out, /FAILED \| 2 passed \| 1 failed/, out);
     assert.equal(code, 1, out);
   }, 150_000);
+
+  test(
+    "deno test --parallel: four files at once (isolates of one process), OpenCL and Embree's monitor in each: all pass, 3 runs",
+    async () => {
+      if (runtime !== "deno") skip("Deno's runner");
+      for (let run = 0; run < 3; run++) {
+        const files = ["a", "b", "c", "d"].map((f) => `parallel/${f}_test.ts`);
+        const { code, out } = await deno("test", files, ["--parallel"]);
+        assert.equal(code, 0, `run ${run}: ${out.slice(-3000)}`);
+        assert.match(out, /ok \| 20 passed \| 0 failed/, `run ${run}: ${out.slice(-3000)}`);
+      }
+    },
+    300_000,
+  );
 
   test("deno bench: the table prints and the run ends with 0", async () => {
     if (runtime !== "deno") skip("Deno's runner");
