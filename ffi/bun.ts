@@ -29,6 +29,7 @@ import { AsyncQueue } from "./async-queue.ts";
 import { Deferral, deferringFits } from "./deferred.ts";
 import { BackendError } from "./errors.ts";
 import { keepLoader, loaderReason } from "./keep-loaded.ts";
+import { processLock } from "./process-lock.ts";
 import { pointable } from "./views.ts";
 import { type LedgerCalls, nativeLedger } from "./native-ledger.ts";
 import type {
@@ -736,6 +737,7 @@ export const backend: Backend = {
   readCString,
   unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
   refTimer: (timer) => (timer as unknown as { ref(): void }).ref(),
+  exclusive: processLock(open, process.platform),
 };
 
 /**

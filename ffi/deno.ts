@@ -38,6 +38,7 @@ import type {
 import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
 import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
+import { processLock } from "./process-lock.ts";
 import { ownBytes, pointable } from "./views.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
 
@@ -659,9 +660,14 @@ function platform(): string {
   return `${Deno.build.os}-${arch}`;
 }
 
-/** Where Deno's native ledger would be: null in a Worker (ffi/native-ledger.ts says why). */
+/**
+ * Where Deno's native ledger would be: null in a Worker (ffi/native-ledger.ts says why), and under
+ * `deno test` or `deno bench`, whose files may run at once as isolates of one process
+ * (`--parallel`): each took over the library's process-wide relay and ledger in turn, and the
+ * others' callbacks went astray (SIGSEGV, hangs; test/test-runners.spec.ts).
+ */
 function ledgerPath(): string | null {
-  return inWorker ? null : nativeLedgerPath(platform());
+  return inWorker || underRunner ? null : nativeLedgerPath(platform());
 }
 
 /** The prebuilt library (ledger and event relay), where it is and this is not a Worker. */
@@ -688,6 +694,9 @@ export function spinFrom(from: number): void {
   nativeLibrary()?.symbols.ledger_spin_from(from);
 }
 
+/** Made on first use: this module must load where there is no `Deno` (src/backend.ts). */
+let lock: Backend["exclusive"] | undefined;
+
 export const backend: Backend = {
   runtime: "deno",
   inWorker,
@@ -709,4 +718,5 @@ export const backend: Backend = {
   memoryLedger: ledgerMaker(nativeLibrary, callback, true),
   unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
   refTimer: (timer) => Deno.refTimer(timer as unknown as number),
+  exclusive: (fn) => (lock ??= processLock(open, Deno.build.os))(fn),
 };

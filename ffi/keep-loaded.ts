@@ -10,8 +10,8 @@ import { keepLoadedFlags, libcPaths, libcSymbols, RTLD_NOW } from "./symbols/lib
 
 type Open = <T extends SymbolTable>(path: string, table: T) => NativeLibrary<T>;
 
-/** libc's dlopen and dlerror for one backend, opened on first use; null where libc cannot be opened (Windows). */
-function libcOf(open: Open, os: string): () => NativeLibrary<typeof libcSymbols> | null {
+/** libc's table for one backend, opened on first use; null where libc cannot be opened (Windows). */
+export function libcOf(open: Open, os: string): () => NativeLibrary<typeof libcSymbols> | null {
   let libc: NativeLibrary<typeof libcSymbols> | null | undefined;
   return () => {
     if (libc === undefined) {

@@ -25,6 +25,7 @@ import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./n
 import { relayedCallbacks } from "./event-relay.ts";
 import { Deferral, deferringFits } from "./deferred.ts";
 import { keepLoader } from "./keep-loaded.ts";
+import { processLock } from "./process-lock.ts";
 import { pointable } from "./views.ts";
 import { libcSymbols } from "./symbols/libc.ts";
 import type {
@@ -395,6 +396,7 @@ export const backend: Backend = {
     stackProbe(TIMER_PROBE);
     (timer as unknown as { ref(): void }).ref();
   },
+  exclusive: processLock(open, process.platform),
 };
 
 /**

@@ -235,4 +235,9 @@ export interface Backend {
    * Absent where the runtime has no permissions.
    */
   requirePermissions?(envVar: string): void;
+  /**
+   * Runs `fn` holding a lock that every thread of the process takes alike, whichever isolate runs
+   * on it (the files of `deno test --parallel`, Workers): ffi/process-lock.ts.
+   */
+  exclusive<T>(fn: () => T): T;
 }

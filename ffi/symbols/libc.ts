@@ -1,7 +1,8 @@
 /**
  * Every libc entry point memlife binds, as data: keeping Embree and TBB loaded for the whole
  * process (`dlopen`, `dlerror`, see ffi/keep-loaded.ts) and ending the process without exit
- * handlers (`_exit`, `fflush`, see the exit paths of ffi/deno.ts and ffi/node.ts).
+ * handlers (`_exit`, `fflush`, see the exit paths of ffi/deno.ts and ffi/node.ts), and a lock that
+ * every thread of the process takes alike (`open`, `flock`, `close`, ffi/process-lock.ts).
  */
 import type { SymbolTable } from "../types.ts";
 
@@ -10,6 +11,11 @@ export const libcSymbols = {
   dlerror: { args: [], returns: "ptr" }, // char *dlerror(void)
   _exit: { args: ["i32"], returns: "void" }, // void _exit(int status)
   fflush: { args: ["ptr"], returns: "i32" }, // int fflush(FILE *stream)
+  // The process-wide lock of ffi/process-lock.ts. open is variadic in C; two arguments suffice
+  // without O_CREAT, and on x86-64 and arm64 they go in the registers a plain call uses.
+  open: { args: ["cstring", "i32"], returns: "i32" }, // int open(const char *pathname, int flags, ...)
+  flock: { args: ["i32", "i32"], returns: "i32" }, // int flock(int fd, int operation)
+  close: { args: ["i32"], returns: "i32" }, // int close(int fd)
 } as const satisfies SymbolTable;
 
 /**

@@ -203,17 +203,30 @@ let platforms: Platform[] | undefined;
  * for (const p of cl.getPlatforms()) console.log(p.name, p.getDevices().map((d) => d.name));
  */
 export function getPlatforms(): Platform[] {
+  // The drivers' first initialization, platforms and their devices, under a lock of the whole
+  // process: PoCL 3.1's is not thread-safe, and the files of `deno test --parallel` (or Workers)
+  // reach it at once from threads of one process (ffi/process-lock.ts).
   if (platforms === undefined) {
-    const s = opencl().symbols;
-    const status = s.clGetPlatformIDs(0, null, countSlot);
-    if (status === OpenCLStatus.CL_PLATFORM_NOT_FOUND_KHR) { // a loader with no driver installed
-      platforms = [];
-    } else {
-      check("clGetPlatformIDs", status);
-      const list = new BigUint64Array(new ArrayBuffer(8 * Math.max(countSlot[0], 1)));
-      check("clGetPlatformIDs", s.clGetPlatformIDs(countSlot[0], list, null));
-      platforms = handles(list.subarray(0, countSlot[0])).map((h) => new Platform(fromFactory, h));
-    }
+    opencl(); // the library first, with its own errors, outside the lock
+    platforms = backend.exclusive(findPlatforms);
   }
   return [...platforms];
+}
+
+function findPlatforms(): Platform[] {
+  const s = opencl().symbols;
+  const status = s.clGetPlatformIDs(0, null, countSlot);
+  if (status === OpenCLStatus.CL_PLATFORM_NOT_FOUND_KHR) return []; // a loader with no driver installed
+  check("clGetPlatformIDs", status);
+  const list = new BigUint64Array(new ArrayBuffer(8 * Math.max(countSlot[0], 1)));
+  check("clGetPlatformIDs", s.clGetPlatformIDs(countSlot[0], list, null));
+  const found = handles(list.subarray(0, countSlot[0])).map((h) => new Platform(fromFactory, h));
+  for (const platform of found) {
+    try {
+      platform.getDevices();
+    } catch {
+      // Not kept: the program's own getDevices() asks again and gets the error.
+    }
+  }
+  return found;
 }
