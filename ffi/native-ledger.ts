@@ -30,6 +30,7 @@ export const nativeLedgerSymbols = {
   ledger_apply: { args: ["u32", "f64", "i32", "i32"], returns: "i32" },
   ledger_read: { args: ["u32", "buffer"], returns: "void" },
   ledger_source_hash: { args: [], returns: "ptr" },
+  memlife_claim: { args: [], returns: "i32" },
   ledger_wait_init: { args: ["fn"], returns: "void" },
   ledger_answer: { args: ["u64", "i32"], returns: "void" },
   ledger_spin_from: { args: ["i32"], returns: "void" },
@@ -83,6 +84,9 @@ export function nativeLibraryOnce(open: Open, path: () => string | null): () => 
     if (!asked) {
       asked = true;
       lib = openNativeLedger(open, path());
+      // Its state is the process's: another realm of it (an isolate of `deno serve --parallel`, a
+      // second copy of this module on the same file) claimed it first, so this one takes the fallbacks.
+      if (lib !== null && lib.symbols.memlife_claim() !== 1) lib = null;
     }
     return lib;
   };

@@ -6,6 +6,7 @@
  * which asks JS for every call, and Deno to its own conversions. Nothing here is built on install.
  */
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -214,6 +215,19 @@ void *memlife_pointer(uint64_t address) {
 
 uint64_t memlife_address(const void *pointer) {
   return (uint64_t)(uintptr_t)pointer;
+}
+
+/*
+ * The library's state (the ledger's accounts and tickets, the event relay's wake-up and slots, the
+ * lanes) is the process's, and one JS realm may own it: the first to claim it. Another realm of the
+ * process that loads the same file (each isolate of `deno serve --parallel`, which took the relay
+ * over in turn: its requests hung) takes memlife's JS fallbacks; the conversions keep no state.
+ */
+static atomic_int memlife_claimed;
+
+int memlife_claim(void) {
+  int unclaimed = 0;
+  return atomic_compare_exchange_strong(&memlife_claimed, &unclaimed, 1) ? 1 : 0;
 }
 
 #ifndef LEDGER_SOURCE_HASH
