@@ -26,6 +26,7 @@ import { relayedCallbacks } from "./event-relay.ts";
 import { Deferral, deferringFits } from "./deferred.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { pointable } from "./views.ts";
+import { ownSetImmediate } from "./own-timers.ts";
 import { libcSymbols } from "./symbols/libc.ts";
 import type {
   Backend,
@@ -160,7 +161,7 @@ function onFatal(error: unknown, origin: string): void {
   if (origin === "unhandledRejection" && process.listenerCount("unhandledRejection") > 0) return;
   fatal = { error };
   // The fatal path reaches `exit` synchronously; anything later means Node carried on.
-  setImmediate(() => (fatal = undefined)).unref();
+  ownSetImmediate(() => (fatal = undefined)).unref();
 }
 
 function printFatal(error: unknown): void {
