@@ -31,6 +31,7 @@ import { BackendError } from "./errors.ts";
 import { keepLoader, loaderReason } from "./keep-loaded.ts";
 import { processLock } from "./process-lock.ts";
 import { pointable } from "./views.ts";
+import { ownClearInterval, ownSetInterval } from "./own-timers.ts";
 import { type LedgerCalls, nativeLedger } from "./native-ledger.ts";
 import type {
   Backend,
@@ -299,7 +300,7 @@ function native(): Helpers {
     });
     immortal.push(done);
     h.memlife_init(done.ptr, cpus);
-    loopHold = setInterval(() => {}, 0x7fffffff);
+    loopHold = ownSetInterval(() => {}, 0x7fffffff);
     loopHold.unref();
   }
   helpers = h;
@@ -309,14 +310,14 @@ function native(): Helpers {
 /** An async call started: hold the event loop (and, in a Worker, poll) until it completed. */
 function started(): void {
   if (asyncInFlight++ !== 0) return;
-  if (polled) loopHold = setInterval(takeCompletions, POLL_MS);
+  if (polled) loopHold = ownSetInterval(takeCompletions, POLL_MS);
   else loopHold!.ref();
 }
 
 function finished(): void {
   if (--asyncInFlight !== 0) return;
   if (polled) {
-    clearInterval(loopHold);
+    ownClearInterval(loopHold);
     loopHold = undefined;
   } else loopHold!.unref();
 }

@@ -6,6 +6,7 @@
  * symbol through `defer_call` with `bind`.
  */
 import type { NativeFunction, NativeType, SymbolDef } from "./types.ts";
+import { microtask } from "./own-timers.ts";
 
 /** Must match deferred_call in deferred.c: 6 arguments of two words, the slot, a pad. */
 const WORDS = 14;
@@ -35,15 +36,20 @@ export class Deferral {
   #stopped = false;
   /** A microtask is queued to run what stopped runs left. */
   #pending = false;
+  /** Queues a microtask: ffi/own-timers.ts `microtask`, which a program's fake timers cannot replace. */
+  readonly #microtask: (fn: () => void) => void;
 
+  /** `queue` is for tests, which play the edge of the stack with one that throws RangeError. */
   constructor(
     state: Int32Array,
     view: (byteLength: number) => Uint32Array,
     pointer: (low: number, high: number) => unknown,
+    queue: (fn: () => void) => void = microtask,
   ) {
     this.#state = state;
     this.#view = view;
     this.#pointer = pointer;
+    this.#microtask = queue;
   }
 
   /** Slot `slot`'s queued calls go to `fn`, with arguments of `types`. */
@@ -205,7 +211,7 @@ export class Deferral {
   #later(): boolean {
     if (this.#pending) return true;
     try {
-      queueMicrotask(this.#leftovers);
+      this.#microtask(this.#leftovers);
       this.#pending = true;
       return true;
     } catch {

@@ -10,6 +10,7 @@
 import { BackendError } from "./errors.ts";
 import { AsyncQueue } from "./async-queue.ts";
 import { jsLedger } from "./js-ledger.ts";
+import { ownClearInterval, ownSetInterval } from "./own-timers.ts";
 import type {
   Backend,
   Callback,
@@ -227,7 +228,7 @@ function laneSettled(id: number | bigint, result: unknown): void {
   if (resolve === undefined) return;
   lanePending.delete(key);
   if (lanePending.size === 0 && laneAlive !== undefined) {
-    clearInterval(laneAlive);
+    ownClearInterval(laneAlive);
     laneAlive = undefined;
   }
   resolve(result);
@@ -288,7 +289,7 @@ export function laneAsync(
           run(address, arg ?? null).then((value) => resolve(result ? value : undefined), reject);
           return;
         }
-        laneAlive ??= setInterval(stayAlive, 2 ** 30);
+        laneAlive ??= ownSetInterval(stayAlive, 2 ** 30);
       });
     });
 }

@@ -19,6 +19,7 @@
 import * as koffi from "koffi";
 import { inspect } from "node:util";
 import { takeCoverage } from "node:v8";
+import { runInThisContext } from "node:vm";
 import { isMainThread } from "node:worker_threads";
 import { AsyncQueue } from "./async-queue.ts";
 import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
@@ -27,6 +28,7 @@ import { Deferral, deferringFits } from "./deferred.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { processLock } from "./process-lock.ts";
 import { pointable } from "./views.ts";
+import { ownSetImmediate } from "./own-timers.ts";
 import { libcSymbols } from "./symbols/libc.ts";
 import type {
   Backend,
@@ -103,10 +105,43 @@ function cType(type: NativeType): string {
 const libc = bind(koffi.load(null), "(the process)", { _exit: libcSymbols._exit, fflush: libcSymbols.fflush });
 
 /**
- * A library was opened: its own threads (PoCL's compiler and workers, TBB) may be running, and
- * native code may hold callbacks or run async calls (each needs a library first).
+ * The process itself. A test runner may give the program a `process` of its own: Jest's test
+ * environment makes one per test file (its own listeners, the real one's methods), and memlife's
+ * exit listener went on that copy, which never hears `exit`: the guard below never ran under Jest
+ * (a passing run that ended with commits in flight died of SIGSEGV, exit code 139, in 4 runs of 6).
+ * Jest answers `import "node:process"`, `createRequire` and `process.getBuiltinModule` with its
+ * copy too; a script run in Node's main context reads the real one.
  */
-let libraryOpened = false;
+const realProcess: NodeJS.Process = mainContextProcess() ?? process;
+
+function mainContextProcess(): NodeJS.Process | undefined {
+  try {
+    const found = runInThisContext("process") as NodeJS.Process | undefined;
+    return typeof found?.on === "function" && typeof found.listeners === "function" ? found : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What every copy of this module in the process shares, on the real process: Jest evaluates
+ * memlife's modules once per test file in one process (a module registry each), and vitest's
+ * vm pools do the same. Only the first copy adds the exit guard (one listener, not one per test
+ * file). Which copy owns the prebuilt library, the library itself decides (ffi/native-ledger.ts,
+ * `memlife_claim`): the first that opens it.
+ */
+interface ProcessWide {
+  /** A copy opened a library: its own threads (PoCL's compiler and workers, TBB) may be running, and
+   * native code may hold callbacks or run async calls (each needs a library first). */
+  libraryOpened: boolean;
+  /** The exit guard is installed. */
+  guarded: boolean;
+}
+const PROCESS_WIDE = Symbol.for("memlife.node.processWide");
+const shared: ProcessWide = ((realProcess as unknown as Record<symbol, ProcessWide | undefined>)[PROCESS_WIDE] ??= {
+  libraryOpened: false,
+  guarded: false,
+});
 
 /**
  * Ending a Node process that used native callbacks needs help, because of what follows the `exit`
@@ -134,11 +169,11 @@ let libraryOpened = false;
  * Worker threads are left alone: `_exit` there would end the whole process.
  */
 function onExit(code: number): void {
-  if (!libraryOpened) return;
-  const listeners = process.listeners("exit");
+  if (!shared.libraryOpened) return;
+  const listeners = realProcess.listeners("exit");
   for (let i = listeners.indexOf(onExit) + 1; i < listeners.length; i++) {
     try {
-      listeners[i].call(process, code);
+      listeners[i].call(realProcess, code);
     } catch (error) {
       // Node prints an exception thrown by an exit listener, skips the rest, keeps the code.
       printFatal(error);
@@ -147,7 +182,8 @@ function onExit(code: number): void {
   }
   if (fatal !== undefined) printFatal(fatal.error);
   if (process.env.NODE_V8_COVERAGE) takeCoverage();
-  const final = process.exitCode === undefined || process.exitCode === null ? code : Number(process.exitCode);
+  const exitCode = realProcess.exitCode;
+  const final = exitCode === undefined || exitCode === null ? code : Number(exitCode);
   // Native libraries may have buffered output in C stdio.
   libc.symbols.fflush(null);
   libc.symbols._exit(final);
@@ -157,11 +193,11 @@ function onExit(code: number): void {
 let fatal: { error: unknown } | undefined;
 function onFatal(error: unknown, origin: string): void {
   // Handled by the program (which may well go on): not fatal.
-  if (process.listenerCount("uncaughtException") > 0) return;
-  if (origin === "unhandledRejection" && process.listenerCount("unhandledRejection") > 0) return;
+  if (realProcess.listenerCount("uncaughtException") > 0) return;
+  if (origin === "unhandledRejection" && realProcess.listenerCount("unhandledRejection") > 0) return;
   fatal = { error };
   // The fatal path reaches `exit` synchronously; anything later means Node carried on.
-  setImmediate(() => (fatal = undefined)).unref();
+  ownSetImmediate(() => (fatal = undefined)).unref();
 }
 
 function printFatal(error: unknown): void {
@@ -173,7 +209,7 @@ function printFatal(error: unknown): void {
     // in flight waits on the JS thread; Node's own teardown would then hang).
     text = `Uncaught exception that could not be printed (${describe(failure)})`;
   }
-  process.stderr.write(`${text}\n\nNode.js ${process.version}\n`);
+  realProcess.stderr.write(`${text}\n\nNode.js ${realProcess.version}\n`);
 }
 
 function describe(failure: unknown): string {
@@ -184,9 +220,10 @@ function describe(failure: unknown): string {
   }
 }
 
-if (isMainThread) {
-  process.on("exit", onExit);
-  process.on("uncaughtExceptionMonitor", onFatal);
+if (isMainThread && !shared.guarded) {
+  shared.guarded = true;
+  realProcess.on("exit", onExit);
+  realProcess.on("uncaughtExceptionMonitor", onFatal);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,7 +265,7 @@ const keepLoaded = keepLoader(open, (pointer) => koffi.decode.string(pointer), p
 function open<T extends SymbolTable>(path: string, table: T, options?: OpenOptions): NativeLibrary<T> {
   if (options?.keepLoaded) keepLoaded(path);
   const library = bind(koffi.load(path), path, table);
-  libraryOpened = true;
+  shared.libraryOpened = true;
   return library;
 }
 

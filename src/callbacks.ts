@@ -5,6 +5,7 @@
  */
 import { backend } from "./backend.ts";
 import { show } from "./check.ts";
+import { microtask, ownClearInterval, ownQueueMicrotask, ownSetInterval, ownSetTimeout } from "../ffi/own-timers.ts";
 
 /**
  * Integer ids for native `user_data`: a native trampoline receives the id and finds its entry here.
@@ -67,7 +68,8 @@ function drain(): void {
     for (; i < tasks.length; i += 2) (tasks[i] as Task<unknown>)(tasks[i + 1]);
   } finally {
     // A task that threw (memlife's tasks catch the program's exceptions; this is the stack running
-    // out) surfaces as an uncaught exception: the tasks after it still run, on a microtask of their own.
+    // out) surfaces as an unhandled rejection (see `microtask`): the tasks
+    // after it still run, on a microtask of their own.
     if (i + 2 < tasks.length) {
       queue = tasks.slice(i + 2).concat(queue);
       schedule();
@@ -76,10 +78,11 @@ function drain(): void {
 }
 
 function schedule(): void {
-  // Marked scheduled only once queueMicrotask returned: at the edge of the stack it throws
-  // RangeError, and a mark left behind would keep every later callback from ever running.
+  // Marked scheduled only once `microtask` returned: at the edge of the stack it throws RangeError, and
+  // a mark left behind would keep every later callback from ever running.
   if (!scheduled) {
-    queueMicrotask(drain);
+    // Not queueMicrotask: a program's fake timers replace it (ffi/own-timers.ts).
+    microtask(drain);
     scheduled = true;
   }
 }
@@ -143,7 +146,7 @@ export function reportCallbackError(error: unknown, source: CallbackSource): voi
     }
   }
   const rethrown = printable(error, source);
-  queueMicrotask(() => {
+  ownQueueMicrotask(() => {
     throw rethrown;
   });
 }
@@ -263,7 +266,7 @@ const awaited = backend.callbacksAwaited;
  * its timer, which then held the event loop for ever with nothing left to unref it (a program
  * that recursed until its stack overflowed never ended).
  */
-const keepAlive: ReturnType<typeof setInterval> = setInterval(noop, 1 << 30);
+const keepAlive: ReturnType<typeof setInterval> = ownSetInterval(noop, 1 << 30);
 backend.unrefTimer(keepAlive);
 
 /**
@@ -329,7 +332,7 @@ export function timer(fn: () => void, ms: number, repeat = false): unknown {
   // `unknown`, as the backends' refTimer/unrefTimer take it: the .d.ts files must not name the
   // timer types of one runtime's typings (a consumer's TypeScript may have none).
   headroom(STACK_PROBE);
-  return repeat ? setInterval(fn, ms) : setTimeout(fn, ms);
+  return repeat ? ownSetInterval(fn, ms) : ownSetTimeout(fn, ms);
 }
 
 /**
@@ -353,7 +356,7 @@ export class StatusPoll {
     // Made before the running one is cleared: at the edge of the stack `timer` may throw, and the
     // poll must not be left marked running on a cleared timer.
     const made = timer(() => this.#run(), POLL_MS, true);
-    if (running !== undefined) clearInterval(running as ReturnType<typeof setInterval>);
+    if (running !== undefined) ownClearInterval(running as ReturnType<typeof setInterval>);
     this.#timer = made;
     this.#holds = holds;
     if (!holds) backend.unrefTimer(made);
@@ -366,7 +369,7 @@ export class StatusPoll {
   }
   #run(): void {
     if (this.#tick()) return;
-    clearInterval(this.#timer as ReturnType<typeof setInterval>);
+    ownClearInterval(this.#timer as ReturnType<typeof setInterval>);
     this.#timer = undefined;
     this.#holds = false;
   }
