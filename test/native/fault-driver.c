@@ -2,7 +2,8 @@
  * An OpenCL "driver" that fails one call on purpose: loaded as OPENCL_LIBRARY, it defines the
  * functions below and leaves every other symbol to the real ICD loader it links (as
  * sync-driver.c). With MEMLIFE_FAIL_FN=<name> and MEMLIFE_FAIL_NTH=<n>, the n-th call of that
- * function returns MEMLIFE_FAIL_CODE (default CL_OUT_OF_RESOURCES) without reaching the driver,
+ * function (and the MEMLIFE_FAIL_COUNT - 1 after it, default none) returns MEMLIFE_FAIL_CODE
+ * (default CL_OUT_OF_RESOURCES) without reaching the driver,
  * as a driver out of resources would; every other call goes through. A hostile pass found with
  * it where an ordinary OpenCL error left memlife leaking, half released, or throwing uncaught.
  *
@@ -24,8 +25,11 @@ int fault_driver_failures(void) { return failures; }
 /* The error to return for this call of `fn`, or 0 to let it through. */
 static cl_int injected(const char *fn, long *calls) {
   const char *name = getenv("MEMLIFE_FAIL_FN"), *nth = getenv("MEMLIFE_FAIL_NTH"), *code = getenv("MEMLIFE_FAIL_CODE");
+  const char *count = getenv("MEMLIFE_FAIL_COUNT");
   if (name == NULL || strcmp(name, fn) != 0) return 0;
-  if (++*calls != (nth != NULL ? atol(nth) : 1)) return 0;
+  long first = nth != NULL ? atol(nth) : 1, n = count != NULL ? atol(count) : 1;
+  ++*calls;
+  if (*calls < first || *calls >= first + n) return 0;
   failures++;
   return code != NULL ? (cl_int)atoi(code) : CL_OUT_OF_RESOURCES;
 }
