@@ -123,3 +123,24 @@ describe("a driver that fails one call", () => {
     40_000,
   );
 });
+
+describe("clSVMAlloc and clSVMFree, one at a time in the whole process", () => {
+  test(
+    "four Workers allocating and freeing at once never overlap in the driver (NVIDIA's SVM allocator is not thread-safe)",
+    async () => {
+      if ("skip" in driver) skip(driver.skip);
+      const r = await runScript(new URL("./fixtures/svm-threads.ts", import.meta.url), [], {
+        timeout: 60_000,
+        env: { OPENCL_LIBRARY: driver.path, MEMLIFE_SVM_OVERLAP: "1", MEMLIFE_ALLOW_WORKERS: "1" },
+      });
+      const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+      assert.equal(r.timedOut, false, `hung:\n${out}`);
+      assert.equal(r.code, 0, out);
+      const report = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
+      assert.deepEqual(report.errors, [], out);
+      assert.equal(report.allocations, report.expected, `not every allocation reached the driver: ${out}`);
+      assert.equal(report.overlaps, 0, `calls overlapped in the driver: ${out}`);
+    },
+    70_000,
+  );
+});
