@@ -7,8 +7,11 @@
 #
 # ARGS are the runtime's arguments (for Deno: test -A --no-check --parallel DIR, say). The runtime,
 # Embree and the ICD vendors are set up by run.sh (sourced with MEMLIFE_DEVICE_SETUP_ONLY=1).
-# .device/carry/gdb.tar.xz is Debian 12's gdb with the libraries it needs beside it (ICU's data
-# replaced by a stub) and a trimmed Python 3.11: made by hand, see this stop's note. gdb itself
+# .device/carry/gdb.tar.xz (16 MiB) is Debian 12's gdb with what it needs, in gdbb/: gdb; lib/, the
+# libraries `ldd /usr/bin/gdb` names but glibc's, libstdc++ and libgcc_s (libicudata.so.72 replaced by
+# a stub that defines only `const char icudt72_dat[64]`: 30 MiB gdb never reads); py/lib/python3.11,
+# /usr/lib/python3.11 less config-*, dist-packages, test, idlelib, tkinter, lib2to3, ensurepip,
+# pydoc_data and __pycache__; data/, /usr/share/gdb. `tar -C /tmp -cf - gdbb | xz -9`. gdb itself
 # runs with LD_LIBRARY_PATH and PYTHONHOME of its own; the program under it gets the environment
 # run.sh made. MEMLIFE_CRASH_RUNS (default 8) runs at most, stopping after MEMLIFE_CRASH_KEEP crashes
 # (default 1); each crash's output goes to $OUT/crash-N.txt.

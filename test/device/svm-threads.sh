@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/device/svm-threads.c on the GPU machine (which has no C compiler): carry
+# test/device/svm-threads.c on the GPU machine (its cc was not relied on): carry
 # .device/carry/probe/svm-threads, built here with
 #   cc -O2 -pthread -o .device/carry/probe/svm-threads test/device/svm-threads.c -lOpenCL
 # and, with .device/carry/deno for run.sh's set-up, run "bash test/device/svm-threads.sh [REPEAT]": every MODE with and without the lock, 1, 4 and
