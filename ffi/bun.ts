@@ -29,7 +29,7 @@ import { AsyncQueue } from "./async-queue.ts";
 import { Deferral, deferringFits } from "./deferred.ts";
 import { BackendError } from "./errors.ts";
 import { keepLoader, loaderReason } from "./keep-loaded.ts";
-import { processLock } from "./process-lock.ts";
+import { processLock, processWord } from "./process-lock.ts";
 import { pointable } from "./views.ts";
 import { ownClearInterval, ownSetInterval } from "./own-timers.ts";
 import { type LedgerCalls, nativeLedger } from "./native-ledger.ts";
@@ -739,7 +739,9 @@ export const backend: Backend = {
   unrefTimer: (timer) => (timer as unknown as { unref(): void }).unref(),
   refTimer: (timer) => (timer as unknown as { ref(): void }).ref(),
   exclusive: processLock(open, process.platform),
+  processWord: () => word(),
 };
+const word = processWord(open, process.platform, backend, backend.exclusive);
 
 /**
  * Test and diagnostics only, not on the package's surface (tests import this file): how many

@@ -38,7 +38,7 @@ import type {
 import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
 import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
-import { processLock } from "./process-lock.ts";
+import { processLock, processWord } from "./process-lock.ts";
 import { ownBytes, pointable } from "./views.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
 
@@ -696,6 +696,7 @@ export function spinFrom(from: number): void {
 
 /** Made on first use: this module must load where there is no `Deno` (src/backend.ts). */
 let lock: Backend["exclusive"] | undefined;
+let word: (() => Int32Array) | undefined;
 
 export const backend: Backend = {
   runtime: "deno",
@@ -719,4 +720,5 @@ export const backend: Backend = {
   unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
   refTimer: (timer) => Deno.refTimer(timer as unknown as number),
   exclusive: (fn) => (lock ??= processLock(open, Deno.build.os))(fn),
+  processWord: () => (word ??= processWord(open, Deno.build.os, backend, backend.exclusive))(),
 };

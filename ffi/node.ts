@@ -26,7 +26,7 @@ import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./n
 import { relayedCallbacks } from "./event-relay.ts";
 import { Deferral, deferringFits } from "./deferred.ts";
 import { keepLoader } from "./keep-loaded.ts";
-import { processLock } from "./process-lock.ts";
+import { processLock, processWord } from "./process-lock.ts";
 import { pointable } from "./views.ts";
 import { ownSetImmediate } from "./own-timers.ts";
 import { libcSymbols } from "./symbols/libc.ts";
@@ -434,7 +434,9 @@ export const backend: Backend = {
     (timer as unknown as { ref(): void }).ref();
   },
   exclusive: processLock(open, process.platform),
+  processWord: () => word(),
 };
+const word = processWord(open, process.platform, backend, backend.exclusive);
 
 /**
  * Frames probed before a timer's ref() or unref(): Node's Timeout.ref() marks the timer held before

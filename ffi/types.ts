@@ -240,4 +240,9 @@ export interface Backend {
    * on it (the files of `deno test --parallel`, Workers): ffi/process-lock.ts.
    */
   exclusive<T>(fn: () => T): T;
+  /**
+   * A 32-bit word of memory that every realm of the process sees alike, for a lock taken with
+   * `Atomics.compareExchange` around one native call (ffi/process-lock.ts, `processWord`).
+   */
+  processWord(): Int32Array;
 }

@@ -125,13 +125,20 @@ describe("a driver that fails one call", () => {
 });
 
 describe("clSVMAlloc and clSVMFree, one at a time in the whole process", () => {
-  test(
-    "four Workers allocating and freeing at once never overlap in the driver (NVIDIA's SVM allocator is not thread-safe)",
-    async () => {
+  // The word is found through the environment (ffi/process-lock.ts): a child process inherits the
+  // variable, with its parent's pid, and must make a word of its own.
+  test.each([
+    ["", {}],
+    // 4194305: above the largest pid_max Linux allows, no process has it.
+    [", with another process's word in the environment", { MEMLIFE_PROCESS_WORD: "4194305:7f0000001000" }],
+    [", with a malformed one", { MEMLIFE_PROCESS_WORD: `${"f".repeat(40)}:zz` }],
+  ])(
+    "four Workers allocating and freeing at once never overlap in the driver (NVIDIA's SVM allocator is not thread-safe)%s",
+    async (_, extra: Record<string, string>) => {
       if ("skip" in driver) skip(driver.skip);
       const r = await runScript(new URL("./fixtures/svm-threads.ts", import.meta.url), [], {
         timeout: 60_000,
-        env: { OPENCL_LIBRARY: driver.path, MEMLIFE_SVM_OVERLAP: "1", MEMLIFE_ALLOW_WORKERS: "1" },
+        env: { OPENCL_LIBRARY: driver.path, MEMLIFE_SVM_OVERLAP: "1", MEMLIFE_ALLOW_WORKERS: "1", ...extra },
       });
       const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
       assert.equal(r.timedOut, false, `hung:\n${out}`);

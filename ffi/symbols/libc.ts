@@ -1,8 +1,9 @@
 /**
  * Every libc entry point memlife binds, as data: keeping Embree and TBB loaded for the whole
  * process (`dlopen`, `dlerror`, see ffi/keep-loaded.ts) and ending the process without exit
- * handlers (`_exit`, `fflush`, see the exit paths of ffi/deno.ts and ffi/node.ts), and a lock that
- * every thread of the process takes alike (`open`, `flock`, `close`, ffi/process-lock.ts).
+ * handlers (`_exit`, `fflush`, see the exit paths of ffi/deno.ts and ffi/node.ts), and the locks that
+ * every thread of the process takes alike (`open`, `flock`, `close`; `calloc`, `getenv`, `setenv`,
+ * `getpid` for the word of `processWord`: ffi/process-lock.ts).
  */
 import type { SymbolTable } from "../types.ts";
 
@@ -16,6 +17,11 @@ export const libcSymbols = {
   open: { args: ["cstring", "i32"], returns: "i32" }, // int open(const char *pathname, int flags, ...)
   flock: { args: ["i32", "i32"], returns: "i32" }, // int flock(int fd, int operation)
   close: { args: ["i32"], returns: "i32" }, // int close(int fd)
+  // The word of processWord: allocated once, its address published in the environment.
+  calloc: { args: ["usize", "usize"], returns: "ptr" }, // void *calloc(size_t n, size_t size)
+  getenv: { args: ["cstring"], returns: "ptr" }, // char *getenv(const char *name)
+  setenv: { args: ["cstring", "cstring", "i32"], returns: "i32" }, // int setenv(const char *name, const char *value, int overwrite)
+  getpid: { args: [], returns: "i32" }, // pid_t getpid(void)
 } as const satisfies SymbolTable;
 
 /**

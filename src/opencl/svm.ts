@@ -20,6 +20,7 @@ import { infoU32, opencl, optionalSymbol } from "./native.ts";
 import { OpenCLStatus } from "./status-codes.ts";
 import { type Access, accessFlags } from "./buffer.ts";
 import { svmArrayBuffer } from "./svm-memory.ts";
+import { getPlatforms } from "./platform.ts";
 import { boolean, integer, keys, member, options as checkOptions, own } from "../check.ts";
 import type { Context } from "./context.ts";
 import type { CommandQueue } from "./queue.ts";
@@ -63,13 +64,55 @@ const svmKeys = keys("access", "fineGrain", "atomics", "alignment");
 
 /** Safety net: an allocation the program forgot is freed with clSVMFree after it is collected. */
 const net = new SafetyNet<{ context: Context; pointer: Pointer }, SVMAllocation>(({ context, pointer }) => {
-  opencl_clSVMFree()(cls.Context[nativeHandle](context), pointer);
+  svmFree(cls.Context[nativeHandle](context), pointer);
   cls.disown(context);
 }, (allocation) => SVMAllocation[finalizerState](allocation));
 
+/**
+ * clSVMAlloc and clSVMFree, one at a time in the whole process. NVIDIA's SVM allocator (580, H200)
+ * is not thread-safe, whatever the OpenCL specification says of its API: from 4 threads of one
+ * process at once, in C, clSVMAlloc returned NULL for 12 to 17 of 800 allocations, none with a lock
+ * around both calls; under memlife, four `deno test --parallel` files that allocated and freed SVM
+ * crashed in 3 runs of 3 (SIGSEGV in TBB's allocator, in Deno's runtime, in munmap: memory freed
+ * from under other threads), and in 0 runs of 12 with the calls serialized
+ * (test/device/results/svm-threads-nvidia-h200-2026-11-29.txt). So each such call of memlife's takes
+ * a word that every realm of the process shares (`backend.processWord()`) with Atomics: 8-17 ns a
+ * call when no other thread holds it (bench/js-cost.ts). Nothing but the native call runs while it
+ * is held. PoCL's allocator takes locks of its own (four files at once passed 10 of 10 on the H200,
+ * 12 of 12 here; 0 NULLs in C), so where every platform of the process is PoCL's, nothing is taken.
+ */
+let serializeSVM: boolean | undefined;
+function svmNeedsLock(): boolean {
+  // Every realm of the process sees the same platforms, so all decide alike.
+  return serializeSVM = !getPlatforms().every((platform) => platform.name === "Portable Computing Language");
+}
+let svmWord: Int32Array | undefined;
+function lockSVM(): Int32Array {
+  const word = svmWord ??= backend.processWord();
+  if (Atomics.compareExchange(word, 0, 0, 1) !== 0) waitForSVM(word);
+  return word;
+}
+/** Another thread is in clSVMAlloc or clSVMFree: spin a little, then sleep 20 us at a time. */
+function waitForSVM(word: Int32Array): void {
+  for (let spins = 0; Atomics.compareExchange(word, 0, 0, 1) !== 0; spins++) {
+    if (spins >= 64) Atomics.wait(napCell ??= new Int32Array(new SharedArrayBuffer(4)), 0, 0, 0.02);
+  }
+}
+let napCell: Int32Array | undefined;
+
 let clSVMFree: ((...args: unknown[]) => unknown) | undefined;
-function opencl_clSVMFree(): (...args: unknown[]) => unknown {
-  return clSVMFree ??= optionalSymbol("clSVMFree", "an OpenCL 2.0 platform");
+function svmFree(context: Pointer, pointer: Pointer): void {
+  const free = clSVMFree ??= optionalSymbol("clSVMFree", "an OpenCL 2.0 platform");
+  if (!(serializeSVM ?? svmNeedsLock())) {
+    free(context, pointer);
+    return;
+  }
+  const word = lockSVM();
+  try {
+    free(context, pointer);
+  } finally {
+    Atomics.store(word, 0, 0);
+  }
 }
 let clSVMAlloc: ((...args: unknown[]) => unknown) | undefined;
 
@@ -172,31 +215,37 @@ function allocateWith(context: Context, size: number, options: SVMOptions): SVMA
 }
 
 function svmAllocCall(context: Pointer, flags: number, size: number, alignment: number): Pointer {
-  clSVMAlloc ??= optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform");
-  const pointer = clSVMAlloc(context, flags, size, alignment) as Pointer | null;
-  return pointer ?? askAgain(context, flags, size, alignment);
+  return lockedAlloc(context, flags, size, alignment) ?? askAgain(context, flags, size, alignment);
+}
+
+function lockedAlloc(context: Pointer, flags: number, size: number, alignment: number): Pointer | null {
+  const alloc = clSVMAlloc ??= optionalSymbol("clSVMAlloc", "an OpenCL 2.0 platform");
+  if (!(serializeSVM ?? svmNeedsLock())) return alloc(context, flags, size, alignment) as Pointer | null;
+  const word = lockSVM();
+  try {
+    return alloc(context, flags, size, alignment) as Pointer | null;
+  } finally {
+    Atomics.store(word, 0, 0);
+  }
 }
 
 /** How often a NULL from clSVMAlloc is asked again before it counts (see `askAgain`). */
 const SVM_ALLOC_RETRIES = 3;
 
 /**
- * NVIDIA's clSVMAlloc (580, H200) returns NULL now and then when threads of one process allocate at
- * once (the isolates of `deno test --parallel` or `deno serve --parallel`, Workers): 1 to 7 of 100
- * allocations of 4 KiB in each of four threads, raw calls, memory to spare; none from one thread.
- * So a NULL is asked again, under the lock of the whole process (ffi/process-lock.ts), before it is
- * the program's CL_MEM_OBJECT_ALLOCATION_FAILURE. Only a failed allocation pays for it.
+ * A NULL from clSVMAlloc is asked again before it is the program's CL_MEM_OBJECT_ALLOCATION_FAILURE:
+ * NVIDIA's (580, H200) returned NULL now and then while threads of one process allocated at once,
+ * 1 to 7 of 100 allocations of 4 KiB in each of four threads, memory to spare. memlife's own calls
+ * no longer overlap (`lockSVM`), but other code of the process may still allocate SVM on another
+ * thread (a driver that frees on its own thread: NULLs in C even with the lock). Only a failed
+ * allocation pays for it.
  */
 function askAgain(context: Pointer, flags: number, size: number, alignment: number): Pointer {
-  const pointer = backend.exclusive(() => {
-    for (let i = 0; i < SVM_ALLOC_RETRIES; i++) {
-      const again = clSVMAlloc!(context, flags, size, alignment) as Pointer | null;
-      if (again !== null) return again;
-    }
-    return null;
-  });
-  if (pointer === null) throw allocationFailed(size);
-  return pointer;
+  for (let i = 0; i < SVM_ALLOC_RETRIES; i++) {
+    const again = lockedAlloc(context, flags, size, alignment);
+    if (again !== null) return again;
+  }
+  throw allocationFailed(size);
 }
 
 /**
@@ -356,7 +405,7 @@ export class SVMAllocation {
     if (--a.#uses === 0 && a.#deferred !== null) {
       const pointer = a.#deferred;
       a.#deferred = null;
-      opencl_clSVMFree()(cls.Context[nativeHandle](a.#context), pointer);
+      svmFree(cls.Context[nativeHandle](a.#context), pointer);
       cls.disown(a.#context);
     }
   }
@@ -386,7 +435,7 @@ export class SVMAllocation {
       return;
     }
     const context = cls.Context[nativeHandle](this.#context);
-    opencl_clSVMFree()(context, SVMAllocation[surrender](this));
+    svmFree(context, SVMAllocation[surrender](this));
   }
 
   [Symbol.dispose](): void {
@@ -538,8 +587,7 @@ export function registerFree(
 }
 
 function freeSurrendered(entry: PendingFree): void {
-  const free = opencl_clSVMFree();
-  for (let i = 0; i < entry.surrendered; i++) free(entry.context, entry.pointers[i]);
+  for (let i = 0; i < entry.surrendered; i++) svmFree(entry.context, entry.pointers[i]);
 }
 
 /**
