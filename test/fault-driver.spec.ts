@@ -150,4 +150,21 @@ describe("clSVMAlloc and clSVMFree, one at a time in the whole process", () => {
     },
     70_000,
   );
+
+  test(
+    "a word held for good (a Worker terminated inside the call) is taken anyway after a while: a stall, not a hang",
+    async () => {
+      if ("skip" in driver) skip(driver.skip);
+      const r = await runScript(new URL("./fixtures/svm-threads.ts", import.meta.url), ["stale"], {
+        timeout: 30_000,
+        env: { OPENCL_LIBRARY: driver.path, MEMLIFE_SVM_OVERLAP: "1" },
+      });
+      const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+      assert.equal(r.timedOut, false, `hung:\n${out}`);
+      assert.equal(r.code, 0, out);
+      const report = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { held: number; ms: number };
+      assert.equal(report.held, 0, `the word was not let go after the call: ${out}`);
+    },
+    40_000,
+  );
 });

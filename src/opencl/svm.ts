@@ -92,11 +92,27 @@ function lockSVM(): Int32Array {
   if (Atomics.compareExchange(word, 0, 0, 1) !== 0) waitForSVM(word);
   return word;
 }
-/** Another thread is in clSVMAlloc or clSVMFree: spin a little, then sleep 20 us at a time. */
+/**
+ * Another thread is in clSVMAlloc or clSVMFree: spin a little, then sleep 20 us at a time. A holder
+ * that never lets go is a Worker terminated inside the call (termination skips `finally`, and
+ * MEMLIFE_ALLOW_WORKERS promises not to): after 1.5 million naps, 30 s at the least, the word is
+ * taken anyway, a stall rather than a hang for good. Counted in naps, not read from a clock that
+ * fake timers may hold still.
+ */
 function waitForSVM(word: Int32Array): void {
   for (let spins = 0; Atomics.compareExchange(word, 0, 0, 1) !== 0; spins++) {
-    if (spins >= 64) Atomics.wait(napCell ??= new Int32Array(new SharedArrayBuffer(4)), 0, 0, 0.02);
+    if (spins < 64) continue;
+    if (spins > staleNaps) {
+      Atomics.store(word, 0, 1);
+      return;
+    }
+    Atomics.wait(napCell ??= new Int32Array(new SharedArrayBuffer(4)), 0, 0, 0.02);
   }
+}
+let staleNaps = 1_500_000;
+/** For tests: after how many naps a held word is taken anyway. */
+export function setStaleNaps(naps: number): void {
+  staleNaps = naps;
 }
 let napCell: Int32Array | undefined;
 
