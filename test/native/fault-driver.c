@@ -114,18 +114,25 @@ CL_API_ENTRY cl_int CL_API_CALL clGetDeviceInfo(cl_device_id device, cl_device_i
  * safe for that: from 4 threads at once clSVMAlloc returned NULL for 12-17 of 800 allocations, and
  * memory it freed went from under other threads (test/device/results/svm-threads-nvidia-h200-*).
  */
-/* And the platform's name is not PoCL's, whose allocator is thread-safe (memlife serializes every other's). */
+/*
+ * And the platform's name is not PoCL's, whose allocator is thread-safe (memlife serializes every
+ * other's): the driver's own name with a suffix, so that MEMLIFE_OPENCL_PLATFORM still picks it.
+ */
 CL_API_ENTRY cl_int CL_API_CALL clGetPlatformInfo(cl_platform_id platform, cl_platform_info what, size_t size,
                                                   void *value, size_t *size_ret) {
-  const char *watch = getenv("MEMLIFE_SVM_OVERLAP"), *name = "memlife fault driver (SVM not thread-safe)";
-  if (watch != NULL && strcmp(watch, "1") == 0 && what == CL_PLATFORM_NAME) {
-    if (value != NULL && size < strlen(name) + 1) return CL_INVALID_VALUE;
-    if (value != NULL) memcpy(value, name, strlen(name) + 1);
-    if (size_ret != NULL) *size_ret = strlen(name) + 1;
-    return CL_SUCCESS;
-  }
-  return ((cl_int(*)(cl_platform_id, cl_platform_info, size_t, void *, size_t *))next(__func__))(platform, what, size,
-                                                                                                  value, size_ret);
+  typedef cl_int (*info_fn)(cl_platform_id, cl_platform_info, size_t, void *, size_t *);
+  const char *watch = getenv("MEMLIFE_SVM_OVERLAP"), *suffix = " (memlife fault driver: SVM not thread-safe)";
+  if (watch == NULL || strcmp(watch, "1") != 0 || what != CL_PLATFORM_NAME)
+    return ((info_fn)next(__func__))(platform, what, size, value, size_ret);
+  char name[512];
+  size_t length = 0;
+  cl_int status = ((info_fn)next(__func__))(platform, what, sizeof name - strlen(suffix), name, &length);
+  if (status != CL_SUCCESS) return status;
+  strcat(name, suffix);
+  if (value != NULL && size < strlen(name) + 1) return CL_INVALID_VALUE;
+  if (value != NULL) memcpy(value, name, strlen(name) + 1);
+  if (size_ret != NULL) *size_ret = strlen(name) + 1;
+  return CL_SUCCESS;
 }
 static int svm_inside;
 static long svm_overlaps;
