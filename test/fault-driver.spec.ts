@@ -145,7 +145,11 @@ describe("clSVMAlloc and clSVMFree, one at a time in the whole process", () => {
       assert.equal(r.code, 0, out);
       const report = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Record<string, unknown>;
       assert.deepEqual(report.errors, [], out);
-      assert.equal(report.allocations, report.expected, `not every allocation reached the driver: ${out}`);
+      // More on NVIDIA: its clSVMAlloc still returns a NULL now and then there, asked again (`askAgain`).
+      assert.ok(
+        (report.allocations as number) >= (report.expected as number),
+        `not every allocation reached the driver: ${out}`,
+      );
       assert.equal(report.overlaps, 0, `calls overlapped in the driver: ${out}`);
     },
     70_000,
