@@ -7,7 +7,7 @@
  * Time limits here use the real setTimeout, captured before any fake.
  */
 import { afterEach, beforeEach, describe, test, vi } from "vitest";
-import { assert, skip } from "./helpers.ts";
+import { assert, runScript, runtime, skip } from "./helpers.ts";
 import { cl, rtc } from "../src/mod.ts";
 import type { Device } from "../src/opencl/mod.ts";
 
@@ -119,4 +119,23 @@ describe("fake timers installed after memlife loaded, never advanced (queueMicro
       device.release();
     }
   });
+});
+
+describe("fake timers installed before memlife loaded (Jest's fakeTimers.enableGlobally)", () => {
+  beforeEach(() => {
+    vi.useRealTimers(); // the child process fakes its own; this process's are real here
+  });
+
+  test("an owed onFree still holds the process open and runs (test/fixtures/fake-timers-before.ts)", async () => {
+    if (runtime === "bun") {
+      skip(
+        "known: Bun's node:timers calls the global functions, so memlife has no timers but the fakes; the program may end before the callback (README, fake timers)",
+      );
+    }
+    const r = await runScript(new URL("./fixtures/fake-timers-before.ts", import.meta.url), [], { timeout: 20_000 });
+    const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
+    assert.equal(r.timedOut, false, `hung:\n${out}`);
+    assert.equal(r.code, 0, out);
+    assert.match(r.stdout, /onFree ran/, `the program ended before its onFree: ${out}`);
+  }, 30_000);
 });
