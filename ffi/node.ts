@@ -17,6 +17,7 @@
  * koffi's relay is unref'ed: a callback native code still owes does not keep Node alive.
  */
 import * as koffi from "koffi";
+import * as nodeTimers from "node:timers";
 import { inspect } from "node:util";
 import { takeCoverage } from "node:v8";
 import { runInThisContext } from "node:vm";
@@ -28,7 +29,7 @@ import { Deferral, deferringFits } from "./deferred.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { processLock, processWord } from "./process-lock.ts";
 import { pointable } from "./views.ts";
-import { ownSetImmediate } from "./own-timers.ts";
+import { ownSetImmediate, useTimers } from "./own-timers.ts";
 import { libcSymbols } from "./symbols/libc.ts";
 import type {
   Backend,
@@ -44,6 +45,8 @@ import type {
 
 /** How every message of this backend starts. */
 const PREFIX = "memlife: ";
+// node:timers, not the globals a program may fake before memlife loads (ffi/own-timers.ts).
+useTimers(nodeTimers);
 
 // koffi runs every native call on a stack of its own, and an async call gets only 128 KiB by
 // default. rtcCommitScene makes the calling thread join Embree's TBB arena and run build tasks

@@ -8,9 +8,9 @@
  *
  * `microtask` queues a reaction of a promise settled here: a microtask no timer fake replaces,
  * through Promise.prototype's own `then`, taken now (a program may patch it later). The others are
- * the functions the runtime had when this module loaded: fakes installed before that (Jest's
- * `fakeTimers: { enableGlobally: true }`) are what it finds then, so there memlife's timers are
- * the fakes (its microtasks are not).
+ * the functions the runtime had when this module loaded, or those a backend gives (`useTimers`):
+ * fakes installed before that (Jest's `fakeTimers: { enableGlobally: true }`) are what the globals
+ * are then.
  */
 const settled: Promise<void> = Promise.resolve();
 const then: (this: Promise<void>, onFulfilled: () => void) => Promise<unknown> = Promise.prototype.then;
@@ -25,7 +25,30 @@ export function microtask(fn: () => void): void {
 
 /** `queueMicrotask` as memlife loaded: for a rethrow that must surface as an uncaught exception. */
 export const ownQueueMicrotask: typeof queueMicrotask = globalThis.queueMicrotask;
-export const ownSetTimeout: typeof setTimeout = globalThis.setTimeout;
-export const ownSetInterval: typeof setInterval = globalThis.setInterval;
-export const ownClearInterval: typeof clearInterval = globalThis.clearInterval;
-export const ownSetImmediate: typeof setImmediate = globalThis.setImmediate;
+export let ownSetTimeout: typeof setTimeout = globalThis.setTimeout;
+export let ownSetInterval: typeof setInterval = globalThis.setInterval;
+export let ownClearInterval: typeof clearInterval = globalThis.clearInterval;
+export let ownSetImmediate: typeof setImmediate = globalThis.setImmediate;
+
+/** The timer functions a backend gives `useTimers`. */
+export interface Timers {
+  setTimeout: typeof setTimeout;
+  setInterval: typeof setInterval;
+  clearInterval: typeof clearInterval;
+  setImmediate: typeof setImmediate;
+}
+
+/**
+ * A backend's timers in place of the globals, called as it loads, before the core uses any. Node's
+ * backend gives `node:timers`, which fakes on the global object never replace, not even those
+ * installed before memlife loaded (Jest's `fakeTimers: { enableGlobally: true }`): with the faked
+ * globals, memlife's hold on the event loop ran nothing, and Node ended the program, exit code 0,
+ * before an owed onFree or destructor callback came (test/fixtures/fake-timers-before.ts). Bun's
+ * `node:timers` reads the globals when called, and Deno's keeps the loop open by itself.
+ */
+export function useTimers(timers: Timers): void {
+  ownSetTimeout = timers.setTimeout;
+  ownSetInterval = timers.setInterval;
+  ownClearInterval = timers.clearInterval;
+  ownSetImmediate = timers.setImmediate;
+}
