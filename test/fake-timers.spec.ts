@@ -7,7 +7,7 @@
  * Time limits here use the real setTimeout, captured before any fake.
  */
 import { afterEach, beforeEach, describe, test, vi } from "vitest";
-import { assert, runScript, runtime, skip } from "./helpers.ts";
+import { assert, runScript, skip } from "./helpers.ts";
 import { cl, rtc } from "../src/mod.ts";
 import type { Device } from "../src/opencl/mod.ts";
 
@@ -127,11 +127,6 @@ describe("fake timers installed before memlife loaded (Jest's fakeTimers.enableG
   });
 
   test("an owed onFree still holds the process open and runs (test/fixtures/fake-timers-before.ts)", async () => {
-    if (runtime === "bun") {
-      skip(
-        "known: Bun's node:timers calls the global functions, so memlife has no timers but the fakes; the program may end before the callback (README, fake timers)",
-      );
-    }
     const r = await runScript(new URL("./fixtures/fake-timers-before.ts", import.meta.url), [], { timeout: 20_000 });
     const out = `${r.stdout}${r.stderr}`.trim().slice(-2000);
     assert.equal(r.timedOut, false, `hung:\n${out}`);
