@@ -31,7 +31,8 @@ import { BackendError } from "./errors.ts";
 import { keepLoader, loaderReason } from "./keep-loaded.ts";
 import { processLock, processWord } from "./process-lock.ts";
 import { pointable } from "./views.ts";
-import { ownClearInterval, ownSetInterval } from "./own-timers.ts";
+import { ownClearInterval, ownSetInterval, useTimers } from "./own-timers.ts";
+import { sleepTimers } from "./sleep-timers.ts";
 import { type LedgerCalls, nativeLedger } from "./native-ledger.ts";
 import type {
   Backend,
@@ -49,6 +50,11 @@ import type {
 
 /** How every message of this backend starts. */
 const PREFIX = "memlife: ";
+// Fakes of the global timers installed before memlife loaded: Bun's real ones are native code, and
+// its node:timers calls the globals, so memlife makes its timers of Bun.sleep (ffi/sleep-timers.ts).
+if (!Function.prototype.toString.call(globalThis.setInterval).includes("[native code]")) {
+  useTimers(sleepTimers(Bun.sleep, () => Bun.nanoseconds() / 1e6));
+}
 
 // ---------------------------------------------------------------------------- type mapping
 
