@@ -55,27 +55,49 @@ export class IdTable<T> {
 // --- deferral ------------------------------------------------------------------------------------
 
 type Task<T> = (arg: T) => void;
-/** Task, argument, task, argument, ...: no closure per deferred call. */
+/**
+ * Task, argument, task, argument, ...: no closure per deferred call. Two arrays, never shrunk: the
+ * one filled now (`queued` entries) and the one the last drain emptied. A callback from a driver
+ * thread (NVIDIA) comes alone, with a drain of its own, and a new array per drain cost Deno's
+ * destructor callback JS that a driver thread, waiting for the JS thread, pays about twice
+ * (bench/parts.ts --part=destructor, "+0.5 us JS a microtask").
+ */
 let queue: unknown[] = [];
+let queued = 0;
+let spare: unknown[] = [];
 let scheduled = false;
 
 function drain(): void {
   scheduled = false;
   const tasks = queue;
-  queue = [];
+  const n = queued;
+  queue = spare;
+  queued = 0;
   let i = 0;
   try {
-    for (; i < tasks.length; i += 2) (tasks[i] as Task<unknown>)(tasks[i + 1]);
-  } finally {
-    // A task that threw (memlife's tasks catch the program's exceptions; this is the stack running
-    // out) surfaces as an unhandled rejection (see `microtask`): the tasks
-    // after it still run, on a microtask of their own.
-    if (i + 2 < tasks.length) {
-      queue = tasks.slice(i + 2).concat(queue);
-      schedule();
+    for (; i < n; i += 2) {
+      const task = tasks[i] as Task<unknown>;
+      const arg = tasks[i + 1];
+      // Cleared as taken: an emptied array holds nothing (its arguments are entries and buffers).
+      tasks[i] = tasks[i + 1] = undefined;
+      task(arg);
     }
+  } finally {
+    if (i + 2 < n) {
+      // A task that threw (memlife's tasks catch the program's exceptions; this is the stack
+      // running out) surfaces as an unhandled rejection (see `microtask`): the tasks after it
+      // still run, on a microtask of their own, ahead of those deferred since.
+      const left = tasks.slice(i + 2, n).concat(queue.slice(0, queued));
+      queue = left;
+      queued = left.length;
+      spare = [];
+      schedule();
+    } else spare = n <= SPARE_MAX ? tasks : [];
   }
 }
+
+/** A larger queue (a burst of callbacks from one release) is not kept: its memory goes back. */
+const SPARE_MAX = 2048;
 
 function schedule(): void {
   // Marked scheduled only once `microtask` returned: at the edge of the stack it throws RangeError, and
@@ -93,7 +115,10 @@ function schedule(): void {
  * thread: deferring both to a microtask makes them indistinguishable to the program.
  */
 export function defer<T>(task: Task<T>, arg: T): void {
-  queue.push(task, arg);
+  const at = queued;
+  queue[at] = task;
+  queue[at + 1] = arg;
+  queued = at + 2;
   schedule();
 }
 

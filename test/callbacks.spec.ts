@@ -8,7 +8,7 @@ import { afterAll, describe, test } from "vitest";
 import { assert, buildShim, gc, openclLoader, runScript, skip, sleep, withTimeout } from "./helpers.ts";
 import { cl, onCallbackError } from "../src/mod.ts";
 import type { Buffer, Context, Event } from "../src/opencl/mod.ts";
-import { owedCallbacks } from "../src/callbacks.ts";
+import { defer, owedCallbacks } from "../src/callbacks.ts";
 import { inWorker } from "../src/backend.ts";
 
 const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
@@ -20,6 +20,45 @@ async function collectUntil(done: () => boolean): Promise<void> {
     await sleep(20);
   }
 }
+
+describe("deferred callbacks (the core's queue)", () => {
+  test(
+    "run in the order deferred: reentrant, one per drain, after a burst, and past a task that throws (child process)",
+    async () => {
+      const r = await runScript(fixture("defer-order.ts"), [], { timeout: 30_000 });
+      const out = `${r.stdout}${r.stderr}`.trim();
+      assert.equal(r.code, 0, out);
+      assert.deepEqual(JSON.parse(out.split("\n").at(-1)!), {
+        reentrant: "abc",
+        oneByOne: true,
+        burst: 5000,
+        afterBurst: "pq",
+        afterThrow: "123456",
+        rejections: 1,
+      });
+    },
+  );
+
+  test("hold nothing once run: the queue kept for the next drain lets each task's argument go", async () => {
+    let collected = 0;
+    const registry = new FinalizationRegistry(() => collected++);
+    let ran = 0;
+    const task = (a: { payload: Uint8Array }) => void (ran += a.payload.length > 0 ? 1 : 0);
+    // Made in a function of its own: the async loop's frame never holds an argument.
+    const deferOne = (i: number) => {
+      const argument = { payload: new Uint8Array(1 << 16) };
+      registry.register(argument, i);
+      defer(task, argument);
+    };
+    for (let i = 0; i < 8; i++) {
+      deferOne(i);
+      await sleep(0);
+    }
+    assert.equal(ran, 8);
+    await collectUntil(() => collected === 8);
+    assert.equal(collected, 8, "an argument of a task that ran stayed reachable");
+  });
+});
 
 describe("an onCallbackError handler that throws", () => {
   test(
