@@ -28,6 +28,9 @@
  *                              as from a driver thread (NVIDIA): memlife then holds the event loop
  *   destructor raw / memlife, delivered later  the bench's "+1 destructor" loop (create, one
  *                              destructor callback, release), every callback delivered after the loop
+ *   destructor raw / memlife, one per turn  the same, each callback on a microtask turn of its
+ *                              own, after the drain the one before queued: as a driver thread
+ *                              delivers them (NVIDIA), where the core's work per callback counts
  * The stubs replace the library's symbols for the whole process: never import this elsewhere.
  */
 import { cl } from "../src/mod.ts";
@@ -55,6 +58,27 @@ const fakeEvent = 0x20000n;
 // One buffer alive at a time in every loop below: one pending destructor is enough.
 let destructor: { fn: (...args: unknown[]) => unknown; id: unknown } | undefined;
 let deliverLater = false;
+/**
+ * With `deliverLater`: one callback per microtask turn, each after the turn that ran the drain
+ * memlife deferred for the one before, as a driver thread delivers them (one event-loop task each,
+ * NVIDIA): the per-callback work of the core (its drain included) is then paid per buffer.
+ */
+let oneByOne = false;
+const pending: unknown[] = [];
+let pendingAt = 0;
+let delivering = false;
+function deliverNext(): void {
+  const fn = pending[pendingAt] as (...args: unknown[]) => unknown;
+  const mem = pending[pendingAt + 1], id = pending[pendingAt + 2];
+  pending[pendingAt] = pending[pendingAt + 1] = pending[pendingAt + 2] = undefined;
+  pendingAt += 3;
+  if (pendingAt < pending.length) queueMicrotask(deliverNext);
+  else {
+    pending.length = pendingAt = 0;
+    delivering = false;
+  }
+  fn(mem, id);
+}
 const stubs: Record<string, (...args: never[]) => unknown> = {
   clSVMAlloc: () => fakeMemory,
   clEnqueueSVMFree: (...args: unknown[]) => {
@@ -81,7 +105,13 @@ const stubs: Record<string, (...args: never[]) => unknown> = {
     destructor = undefined;
     if (d === undefined) return 0;
     // As a driver thread delivers it (NVIDIA): after the release returned, from the event loop.
-    if (deliverLater) queueMicrotask(() => d.fn(mem, d.id));
+    if (deliverLater && oneByOne) {
+      pending.push(d.fn, mem, d.id);
+      if (!delivering) {
+        delivering = true;
+        queueMicrotask(deliverNext);
+      }
+    } else if (deliverLater) queueMicrotask(() => d.fn(mem, d.id));
     else d.fn(mem, d.id);
     return 0;
   },
@@ -137,7 +167,15 @@ async function memlifeHostPtr(n: number): Promise<void> {
 
 /** The bench's "+1 destructor" loop: each buffer with one callback, all delivered after their release. */
 let counted = 0;
-const count = () => void counted++;
+let lastCounted: (() => void) | undefined;
+const count = () => {
+  counted++;
+  if (lastCounted !== undefined && !delivering) {
+    const wake = lastCounted;
+    lastCounted = undefined;
+    wake();
+  }
+};
 const rawCount = {} as Callback;
 handlers.set(rawCount, count);
 async function destructorLoop(n: number, op: () => void): Promise<void> {
@@ -145,10 +183,21 @@ async function destructorLoop(n: number, op: () => void): Promise<void> {
   const expected = counted + n;
   for (let i = 0; i < n; i++) op();
   // The stub delivers on microtasks, and memlife's deferred callbacks run on one more: no timer
-  // (a timer's turn costs Deno a millisecond, as much as a thousand buffers).
+  // (a timer's turn costs Deno a millisecond, as much as a thousand buffers). One by one, a
+  // microtask turn each: awaited until the last.
+  if (oneByOne && counted < expected) await new Promise<void>((resolve) => (lastCounted = resolve));
   for (let turns = 0; counted < expected && turns < 4; turns++) await null;
   deliverLater = false;
   if (counted !== expected) throw new Error(`${expected - counted} destructor callbacks missing`);
+}
+
+async function oneCallbackPerTurn(loop: () => void | Promise<void>): Promise<void> {
+  oneByOne = true;
+  try {
+    await loop();
+  } finally {
+    oneByOne = false;
+  }
 }
 
 const lines: Record<string, (n: number) => void | Promise<void>> = {
@@ -257,6 +306,8 @@ const lines: Record<string, (n: number) => void | Promise<void>> = {
       buffer.setDestructorCallback(count);
       buffer.release();
     }),
+  "destructor raw, one per turn": (n) => oneCallbackPerTurn(() => lines["destructor raw, delivered later"](n)),
+  "destructor memlife, one per turn": (n) => oneCallbackPerTurn(() => lines["destructor memlife, delivered later"](n)),
   "hostPtr memlife, delivered later": async (n) => {
     deliverLater = true;
     await memlifeHostPtr(n);

@@ -74,6 +74,7 @@ const typeMap: Record<NativeType, FFITypeOrString> = {
   u64: FFIType.u64_fast,
   isize: FFIType.i64_fast,
   usize: FFIType.u64_fast,
+  id: FFIType.u64_fast,
   f32: "f32",
   f64: "f64",
   ptr: "ptr",

@@ -121,6 +121,9 @@ const typeMap: Record<NativeType, DenoNativeType> = {
   u64: "u64",
   isize: "isize",
   usize: "usize",
+  // The low 32 bits of the pointer-sized argument (both ABIs Deno runs on are little-endian): a
+  // number, with no BigInt made per call.
+  id: "u32",
   f32: "f32",
   f64: "f64",
   ptr: "pointer",

@@ -81,6 +81,7 @@ const typeMap: Readonly<Record<NativeType, string>> = {
   u64: "uint64_t",
   isize: "intptr_t", // koffi knows no ssize_t; intptr_t has its size and signedness
   usize: "size_t",
+  id: "size_t",
   f32: "float",
   f64: "double",
   // Opaque handles: koffi passes BigInt/null/number as the address and returns BigInt or null.

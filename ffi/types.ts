@@ -13,6 +13,10 @@
  * - `fn` (arguments only): a {@link Callback} from `Backend.callback`, or `null`.
  * - `user_data`-style arguments are declared `usize`, not `ptr`: the core passes small integer
  *   ids there (the C ABI passes both identically), so no pointer object is made per call.
+ * - `id` (callback arguments only): such a `user_data` coming back, an id the core passed, which
+ *   is below 2^32 (an index of an IdTable, src/callbacks.ts): a `number`, read from the low 32 bits
+ *   of the pointer-sized argument where that is cheaper (Deno, which makes a BigInt of every 64-bit
+ *   callback argument: 17 ns a call on this repository's VM, bench/callback-args.ts).
  */
 
 /** An opaque native pointer. Each backend keeps its own representation; never inspect it. */
@@ -27,6 +31,7 @@ export type NativeType =
   | "u64"
   | "isize"
   | "usize"
+  | "id"
   | "f32"
   | "f64"
   | "ptr"

@@ -14,10 +14,10 @@ import { openclCallbacks } from "../ffi/symbols/opencl.ts";
 import { backend } from "./backend.ts";
 
 /**
- * The JS value a callback argument arrives as (ffi/types.ts). A `usize` argument of a callback is
- * always a `user_data` id the core passed, below 2^53: a number.
+ * The JS value a callback argument arrives as (ffi/types.ts). A `usize` or `id` argument of a
+ * callback is always a `user_data` id the core passed, an IdTable index (below 2^32): a number.
  */
-type JsArg<T extends NativeType> = T extends "usize" ? number
+type JsArg<T extends NativeType> = T extends "usize" | "id" ? number
   : T extends "i64" | "u64" | "isize" ? number | bigint
   : T extends "bool" ? boolean
   : T extends "ptr" | "buffer" | "cstring" | "fn" ? Pointer | null

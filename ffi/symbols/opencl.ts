@@ -200,9 +200,9 @@ export const openclSymbols = {
 /** Native callback signatures, one trampoline each for the whole process. */
 export const openclCallbacks = {
   // void (CL_CALLBACK *pfn_notify)(cl_mem memobj, void *user_data)
-  memDestructor: { args: ["ptr", "usize"], returns: "void", delivery: "event" },
+  memDestructor: { args: ["ptr", "id"], returns: "void", delivery: "event" },
   // void (CL_CALLBACK *pfn_free_func)(cl_command_queue queue, cl_uint num_svm_pointers, void *svm_pointers[], void *user_data)
-  svmFree: { args: ["ptr", "u32", "ptr", "usize"], returns: "void", delivery: "event", burst: true },
+  svmFree: { args: ["ptr", "u32", "ptr", "id"], returns: "void", delivery: "event", burst: true },
   // void (CL_CALLBACK *pfn_notify)(cl_event event, cl_int event_command_status, void *user_data)
-  eventStatus: { args: ["ptr", "i32", "usize"], returns: "void", delivery: "event" },
+  eventStatus: { args: ["ptr", "i32", "id"], returns: "void", delivery: "event" },
 } as const satisfies CallbackTable;
