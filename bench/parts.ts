@@ -1,10 +1,13 @@
 /**
  * Where memlife's create + release time goes, part by part, on one runtime:
  *   bun bench/parts.ts | deno run -A --v8-flags=--expose-gc bench/parts.ts | node --expose-gc bench/parts.ts
- *   [--samples=9] [--part=buffer|svm|destructor|await|hostptr] [--full-gc]
+ *   [--samples=9] [--part=buffer|svm|destructor|await|hostptr] [--full-gc] [--svm-viewed]
  *
  * --full-gc forces a full collection before each sample instead of a young one (bench/measure.ts,
- * `settler`, says why the bench does not).
+ * `settler`, says why the bench does not). --svm-viewed first views a fine-grain SVM allocation as
+ * an ArrayBuffer (and releases it): from then on every host view given to native code is asked
+ * whether it is SVM memory (src/opencl/svm-memory.ts, `allocationBehind`), which the hostptr lines
+ * then pay.
  *
  * Besides each line's time, the median of its per-round ratios to the section's first line.
  *
@@ -73,6 +76,11 @@ const part = process.argv.find((a) => a.startsWith("--part="))?.slice(7);
 const size = 4096;
 const ctx = cl.createContext();
 const context = ctx.unsafeHandle;
+if (process.argv.includes("--svm-viewed")) {
+  const viewed = ctx.svmAlloc(4096, { fineGrain: true });
+  void viewed.arrayBuffer;
+  viewed.release();
+}
 const raw = backend.open(cl.library().path, openclSymbols).symbols;
 const own = cl.library().symbols;
 // What Buffer.release() calls for a buffer with no destructor callback.

@@ -245,11 +245,14 @@ export function checkFreedMemory(check: (view: ArrayBufferView) => void): void {
  * so the memory must not be able to shrink or move either: resizable ArrayBuffers and growable
  * SharedArrayBuffers are refused. Reading the view's buffer here also gives an on-heap typed array
  * the stable memory its pointer needs. Call it after every getter of the call's other arguments
- * ran: a getter may resize or detach the view.
+ * ran: a getter may resize or detach the view. `freedChecked`: the caller asked already for the
+ * SVM allocation behind this view (`allocationBehind`, which throws for freed memory), so the check
+ * is not made twice (two lookups cost a `hostPtr: "use"` buffer 22-57 ns once SVM memory was
+ * viewed as an ArrayBuffer, bench/js-cost.ts "hostPtr memlife, SVM viewed").
  */
-export function memoryBytes(value: unknown, what: string, pinned: boolean): number {
+export function memoryBytes(value: unknown, what: string, pinned: boolean, freedChecked = false): number {
   if (!ArrayBuffer.isView(value)) throw notMemory(value, what);
-  if (freedMemoryCheck !== undefined) freedMemoryCheck(value);
+  if (freedMemoryCheck !== undefined && !freedChecked) freedMemoryCheck(value);
   // Each accessor once (3-9 ns each on V8, bench/js-cost.ts "hostPtr memlife"): a detached typed
   // array reads 0 bytes, so one that has bytes needs no detached check. Before `isDataView`: only
   // typed arrays are remembered, and on Bun its getter cost a hostPtr "use" loop 8% of its time.

@@ -199,6 +199,7 @@ export function bufferArguments(
   let flags: number = MemFlags.READ_WRITE;
   let data: ArrayBufferView | null = null;
   let size: number;
+  let held: SVMAllocation | undefined;
   // options() + own() + member() (check.ts), in one pass: those cost 60-150 ns a buffer in a
   // create-and-await loop (bench/parts.ts --part=hostptr), as much as a third of the native calls.
   // The rules are theirs: every own enumerable key must be an option, an option counts only as an
@@ -228,8 +229,11 @@ export function bufferArguments(
   if (typeof sizeOrData === "number") {
     size = integer(sizeOrData, "size_t", "buffer size", 1);
   } else if (ArrayBuffer.isView(sizeOrData)) {
-    // "use": OpenCL keeps the pointer for the buffer's life, so the memory must not move or shrink.
-    size = memoryBytes(sizeOrData, "buffer data", mode === "use");
+    // "use": OpenCL keeps the pointer for the buffer's life, so the memory must not move or shrink;
+    // SVM memory under it is held by the buffer (asked here, before the native create, and once:
+    // the question also refuses freed memory, which memoryBytes would ask again).
+    if (mode === "use") held = allocationBehind(sizeOrData);
+    size = memoryBytes(sizeOrData, "buffer data", mode === "use", mode === "use");
     data = sizeOrData;
     if (size === 0) throw new RangeError("buffer data must not be empty");
   } else {
@@ -242,8 +246,7 @@ export function bufferArguments(
       if (mode === "use" || mode === "copy") {
         if (data === null) throw new TypeError(`hostPtr: "${mode}" needs an ArrayBufferView as the buffer's data`);
         flags |= mode === "use" ? MemFlags.USE_HOST_PTR : MemFlags.COPY_HOST_PTR;
-        // SVM memory under a "use" buffer: held by it (asked here, before the native create).
-        if (mode === "use") return { flags, size, data, held: allocationBehind(data) };
+        if (mode === "use") return { flags, size, data, held };
       } else {
         flags |= MemFlags.ALLOC_HOST_PTR | (data !== null ? MemFlags.COPY_HOST_PTR : 0);
       }

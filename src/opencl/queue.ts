@@ -690,10 +690,11 @@ export class CommandQueue {
   ): Event {
     this.#checkBuffer(buffer);
     const events = waitEvents(waitFor);
-    const bytes = memoryBytes(view, what, true);
+    // The allocation behind the view is asked once, below, which also refuses freed SVM memory.
+    const bytes = memoryBytes(view, what, true, true);
     const host = view;
-    checkRange(buffer, offset, bytes);
     const svm = withAllocationsBehind(undefined, host);
+    checkRange(buffer, offset, bytes);
     const handle = this.#live();
     const mem = Buffer[commandHandle](buffer);
     const { count, list } = this.#waitList(events, fn);

@@ -20,6 +20,13 @@ const cls = classes;
 const owners = new WeakMap<ArrayBufferLike, { allocation: SVMAllocation; keeps: object }>();
 /** No lookup at all until the program asked for SVM memory as an ArrayBuffer. */
 let anyMade = false;
+/**
+ * Each view asked about, to its ArrayBuffer's entry in `owners` (null: none). A view's ArrayBuffer
+ * never changes, and an ArrayBuffer is in `owners` from its making or never, so the answer holds
+ * for the view's life: asked again (a host view reused buffer after buffer), one lookup instead of
+ * the engine's `buffer` accessor, a DataView test and a lookup.
+ */
+const ownerOfView = new WeakMap<ArrayBufferView, { allocation: SVMAllocation; keeps: object } | null>();
 
 /**
  * `buffer`, which is `allocation`'s memory (or part of it): held, it keeps `keeps` alive (the
@@ -46,7 +53,12 @@ export function svmArrayBuffer(
  */
 export function allocationBehind(view: ArrayBufferView): SVMAllocation | undefined {
   if (!anyMade) return undefined;
-  const allocation = owners.get(viewBuffer(view))?.allocation;
+  let owner = ownerOfView.get(view);
+  if (owner === undefined) {
+    owner = owners.get(viewBuffer(view)) ?? null;
+    ownerOfView.set(view, owner);
+  }
+  const allocation = owner?.allocation;
   if (allocation !== undefined && !cls.SVMAllocation[holdsMemory](allocation)) {
     throw new ReleasedError(
       "SVMAllocation behind this view (released, or handed to enqueueSVMFree: its memory is not the program's any more)",
