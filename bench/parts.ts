@@ -14,6 +14,8 @@
  * Each line adds one layer of the wrapper to the raw floor, so the differences between lines are
  * what each layer costs (all lines are sampled round-robin, like bench/cases.ts):
  *   raw                      clCreateBuffer + clReleaseMemObject in the runtime's fastest form (bench/raw.ts)
+ *   raw, reentrant release   the same with the release in the form a buffer with a destructor needs
+ *                            (Deno: off the fast call, `offFastPath`; Bun, Node: through defer_call)
  *   raw via memlife binding  the same two calls through memlife's own bindings (`opencl().symbols`,
  *                            and `unguarded` for the release, as Buffer.release() without a destructor)
  *   + Buffer object          raw calls + `new Buffer(...)` + `buf.release()` (object, safety net, checks)
@@ -97,6 +99,11 @@ let sink = 0;
 const entries: Entry[] = [
   ["raw", (n: number) => {
     for (let i = 0; i < n; i++) fast.clReleaseMemObject(fast.clCreateBuffer(context, rw, wideSize, null, errcode)!);
+  }],
+  ["raw, reentrant release", (n: number) => {
+    for (let i = 0; i < n; i++) {
+      fast.clReleaseMemObjectReentrant(fast.clCreateBuffer(context, rw, wideSize, null, errcode)!);
+    }
   }],
   ["raw via memlife binding", (n: number) => {
     for (let i = 0; i < n; i++) ownUnguarded.clReleaseMemObject(own.clCreateBuffer(context, 1, size, null, errcode));
