@@ -499,7 +499,7 @@ export class Buffer {
     if (handle === null) return;
     if (this.#refs !== 1 || this.#destructor !== undefined) return this.#releaseOther(handle);
     // The usual release: the last reference, no destructor callback, so nothing can call back into
-    // JS during it and the unguarded binding may keep Deno's fast call (0.25 us less per buffer).
+    // JS during it and the unguarded binding may keep Deno's fast call (28 ns less per buffer).
     net.remove(this); // first: what throws must leave the buffer as it was
     this.#handle = null; // #refs stays 1: nothing reads it once the handle is gone
     const status = unguarded.clReleaseMemObject(handle);
