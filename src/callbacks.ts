@@ -58,9 +58,9 @@ type Task<T> = (arg: T) => void;
 /**
  * Task, argument, task, argument, ...: no closure per deferred call. Two arrays, never shrunk: the
  * one filled now (`queued` entries) and the one the last drain emptied. A callback from a driver
- * thread (NVIDIA) comes alone, with a drain of its own, and a new array per drain cost Deno's
- * destructor callback JS that a driver thread, waiting for the JS thread, pays about twice
- * (bench/parts.ts --part=destructor, "+0.5 us JS a microtask").
+ * thread (NVIDIA) comes alone, with a drain of its own, and a new array per drain cost it JS
+ * (bench/js-cost.ts "destructor memlife, one per turn", Deno: 361-404 -> 290-312 ns a buffer) that a
+ * driver thread, waiting for the JS thread, pays about twice (bench/parts.ts --part=destructor).
  */
 let queue: unknown[] = [];
 let queued = 0;

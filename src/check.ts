@@ -247,8 +247,8 @@ export function checkFreedMemory(check: (view: ArrayBufferView) => void): void {
  * the stable memory its pointer needs. Call it after every getter of the call's other arguments
  * ran: a getter may resize or detach the view. `freedChecked`: the caller asked already for the
  * SVM allocation behind this view (`allocationBehind`, which throws for freed memory), so the check
- * is not made twice (two lookups cost a `hostPtr: "use"` buffer 22-57 ns once SVM memory was
- * viewed as an ArrayBuffer, bench/js-cost.ts "hostPtr memlife, SVM viewed").
+ * is not made twice (asked twice, a `hostPtr: "use"` buffer cost 35-65 ns more once SVM memory was
+ * viewed as an ArrayBuffer: bench/parts.ts --part=hostptr --svm-viewed).
  */
 export function memoryBytes(value: unknown, what: string, pinned: boolean, freedChecked = false): number {
   if (!ArrayBuffer.isView(value)) throw notMemory(value, what);
