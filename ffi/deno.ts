@@ -697,6 +697,20 @@ export function spinFrom(from: number): void {
   nativeLibrary()?.symbols.ledger_spin_from(from);
 }
 
+/**
+ * Whether a forwarded monitor call from a TBB worker waits on memlife's ticket (through the event
+ * relay) or in Deno's own thread-safe callback: the ticket only below 4 CPUs (the affinity mask,
+ * which `navigator.hardwareConcurrency` counts). On this repository's 2-vCPU VM the ticket made a
+ * call 79-200 us against 413-617 in Deno's callback. With more CPUs Deno's callback was as fast or
+ * faster: on the H100 host (taskset) 24-28 against 47-59 us with 4 CPUs, 18-36 against 32-34 with
+ * 8, 21-29 against 17-26 with 16 (the ticket's spins on); on the H200 host, 16 CPUs, 100k
+ * triangles, 81-95 against 99-241 us, faster in 7 rounds of 8
+ * (test/device/results/deno-monitor-ticket-ab-h200-2026-11-29.txt). The ticket's spins (from 8
+ * CPUs, ffi/prebuilt/memlife-ledger.c) therefore run only where a test asks for them (`spinFrom`).
+ */
+export const monitorTicketed: boolean = typeof navigator === "undefined" ||
+  !(navigator.hardwareConcurrency >= 4);
+
 /** Made on first use: this module must load where there is no `Deno` (src/backend.ts). */
 let lock: Backend["exclusive"] | undefined;
 let word: (() => Int32Array) | undefined;
@@ -717,9 +731,10 @@ export const backend: Backend = {
   },
   arrayBuffer,
   readCString,
-  // Workers keep a JS ledger (ffi/native-ledger.ts says why). Ticketed: a TBB worker waits for
-  // its monitor call on memlife's ticket, not in Deno's callback (ffi/prebuilt/memlife-ledger.c).
-  memoryLedger: ledgerMaker(nativeLibrary, callback, true),
+  // Workers keep a JS ledger (ffi/native-ledger.ts says why). Ticketed on a machine of few CPUs: a
+  // TBB worker waits for its monitor call on memlife's ticket, not in Deno's callback
+  // (ffi/prebuilt/memlife-ledger.c, `monitorTicketed`).
+  memoryLedger: ledgerMaker(nativeLibrary, callback, monitorTicketed),
   unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
   refTimer: (timer) => Deno.refTimer(timer as unknown as number),
   exclusive: (fn) => (lock ??= processLock(open, Deno.build.os))(fn),
