@@ -35,12 +35,20 @@ import type {
   SymbolDef,
   SymbolTable,
 } from "./types.ts";
+import * as nodeTimers from "node:timers";
 import { laneAsync, ledgerMaker, nativeLedgerPath, nativeLibraryOnce } from "./native-ledger.ts";
+import { holdWith, useTimers } from "./own-timers.ts";
 import { relayedCallbacks } from "./event-relay.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { processLock, processWord } from "./process-lock.ts";
 import { ownBytes, pointable } from "./views.ts";
 import { libcPaths, libcSymbols } from "./symbols/libc.ts";
+
+// node:timers, not the globals a program may fake before memlife loads (ffi/own-timers.ts): Deno's
+// calls the runtime's timers, whatever the globals are. With the globals faked first, memlife's hold
+// on the event loop was a fake, and a program ended, exit code 0, before an owed onFree (a kernel
+// between its gate and the free: test/fixtures/fake-timers-before.ts "slow").
+useTimers(nodeTimers);
 
 /** How every message of this backend starts. */
 const PREFIX = "memlife: ";
@@ -735,8 +743,10 @@ export const backend: Backend = {
   // TBB worker waits for its monitor call on memlife's ticket, not in Deno's callback
   // (ffi/prebuilt/memlife-ledger.c, `monitorTicketed`).
   memoryLedger: ledgerMaker(nativeLibrary, callback, monitorTicketed),
-  unrefTimer: (timer) => Deno.unrefTimer(timer as unknown as number),
-  refTimer: (timer) => Deno.refTimer(timer as unknown as number),
+  // Through node:timers' Timeout itself: Deno.refTimer on its id leaves the Timeout's own count,
+  // which holds the loop, as it was (a program whose hold was unref'd so never ended).
+  unrefTimer: (timer) => holdWith(timer, false),
+  refTimer: (timer) => holdWith(timer, true),
   exclusive: (fn) => (lock ??= processLock(open, Deno.build.os))(fn),
   processWord: () => (word ??= processWord(open, Deno.build.os, backend, backend.exclusive))(),
 };

@@ -29,7 +29,7 @@ import { Deferral, deferringFits } from "./deferred.ts";
 import { keepLoader } from "./keep-loaded.ts";
 import { processLock, processWord } from "./process-lock.ts";
 import { pointable } from "./views.ts";
-import { ownSetImmediate, useTimers } from "./own-timers.ts";
+import { holdWith, ownSetImmediate, useTimers } from "./own-timers.ts";
 import { libcSymbols } from "./symbols/libc.ts";
 import type {
   Backend,
@@ -429,29 +429,9 @@ export const backend: Backend = {
   },
   // Workers keep a JS ledger (ffi/native-ledger.ts says why).
   memoryLedger: ledgerMaker(nativeLibrary, callback),
-  unrefTimer: (timer) => {
-    stackProbe(TIMER_PROBE);
-    (timer as unknown as { unref(): void }).unref();
-  },
-  refTimer: (timer) => {
-    stackProbe(TIMER_PROBE);
-    (timer as unknown as { ref(): void }).ref();
-  },
+  unrefTimer: (timer) => holdWith(timer, false),
+  refTimer: (timer) => holdWith(timer, true),
   exclusive: processLock(open, process.platform),
   processWord: () => word(),
 };
 const word = processWord(open, process.platform, backend, backend.exclusive);
-
-/**
- * Frames probed before a timer's ref() or unref(): Node's Timeout.ref() marks the timer held before
- * the call that counts it in the loop (incRefCount), and when that call overflowed the stack the
- * mark stayed without the count, for good: memlife's keep-alive timer then held nothing while
- * callbacks were owed, and the process left with a finish() unsettled (test/fixtures/stack-limit.ts
- * "finish"). The probe throws RangeError before the timer is touched.
- */
-const TIMER_PROBE = 8;
-
-function stackProbe(n: number): number {
-  // Not a loop: each frame must take stack. The sum keeps the calls from being folded away.
-  return n === 0 ? 0 : stackProbe(n - 1) + 1;
-}

@@ -52,3 +52,25 @@ export function useTimers(timers: Timers): void {
   ownClearInterval = timers.clearInterval;
   ownSetImmediate = timers.setImmediate;
 }
+
+/**
+ * `timer.ref()` (hold) or `timer.unref()`, for a node:timers Timeout (Node's, Deno's), with the stack
+ * probed first. Both runtimes' Timeout.ref() marks the timer held before the call that counts it in
+ * the loop (incRefCount), and when that call overflowed the stack the mark stayed without the count,
+ * for good: memlife's keep-alive timer then held nothing while callbacks were owed, and the process
+ * left with a finish() unsettled (test/fixtures/stack-limit.ts "finish"). The probe throws
+ * RangeError before the timer is touched.
+ */
+export function holdWith(timer: unknown, hold: boolean): void {
+  stackProbe(TIMER_PROBE);
+  if (hold) (timer as { ref(): void }).ref();
+  else (timer as { unref(): void }).unref();
+}
+
+/** Frames probed before a timer's ref() or unref() (see `holdWith`). */
+const TIMER_PROBE = 8;
+
+function stackProbe(n: number): number {
+  // Not a loop: each frame must take stack. The sum keeps the calls from being folded away.
+  return n === 0 ? 0 : stackProbe(n - 1) + 1;
+}
